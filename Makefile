@@ -1,0 +1,25 @@
+# `make test` is the one command CI runs (.ci/run): it builds the virtual environment it needs.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check tabby_fixed tests bench
+
+test: lint
+	$(BIN)/python -m pytest tabby_fixed tests
+
+bench: $(VENV)/.installed
+	$(BIN)/python bench/parser_stream.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

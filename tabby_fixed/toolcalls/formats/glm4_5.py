@@ -1,0 +1,77 @@
+"""GLM-4.5 / 4.6 (newline-separated) and GLM-4.7 (no whitespace) calls.
+
+::
+
+    <tool_call>write_file
+    <arg_key>path</arg_key>
+    <arg_value>a.py</arg_value>
+    </tool_call>
+
+    <tool_call>write_file<arg_key>path</arg_key><arg_value>a.py</arg_value></tool_call>
+
+One parser reads both spellings. The name runs to the first newline or tag; one call per block.
+Values are raw text with no framing newlines.
+"""
+
+from __future__ import annotations
+
+from ..scanner import HEADER_LIMIT, NEED, skip_space, starts, unquote, valid_name
+from ..schema import ToolSchemas
+from .base import Answer, CallFormat, Opened, ParamOpened
+
+_KEY, _KEY_CLOSE = "<arg_key>", "</arg_key>"
+_VALUE, _VALUE_CLOSE = "<arg_value>", "</arg_value>"
+
+
+class Glm45(CallFormat):
+    names = ("glm4_5", "glm4_6", "laguna", "poolside_v1")
+    wrapper_open = "<tool_call>"
+    wrapper_close = "</tool_call>"
+    call_close = "</tool_call>"
+    start_markers = ("<tool_call>",)
+    param_prefixes = (_KEY, _VALUE)
+
+    def open_call(self, text: str, final: bool, schemas: ToolSchemas) -> Answer:
+        opened = starts(text, 0, self.wrapper_open, final)
+        if opened is not True:
+            return opened or None
+        start = skip_space(text, len(self.wrapper_open))
+        ends = [at for at in (text.find("\n", start), text.find("<", start)) if at >= 0]
+        if not ends:
+            return NEED if not final and len(text) - start < HEADER_LIMIT else None
+        name = unquote(text[start:min(ends)])
+        return Opened(name, min(ends), wrapped=True) if valid_name(name) else None
+
+    def open_param(self, text: str, final: bool) -> Answer:
+        nameless = starts(text, 0, _VALUE, final)
+        if nameless is not False:
+            return ParamOpened(None, len(_VALUE), _VALUE_CLOSE, ends_before=(self.call_close,)) \
+                if nameless is True else NEED
+        opened = starts(text, 0, _KEY, final)
+        if opened is not True:
+            return opened or None
+        close = text.find(_KEY_CLOSE, len(_KEY), len(_KEY) + HEADER_LIMIT)
+        if close < 0:
+            return NEED if not final and len(text) < HEADER_LIMIT else None
+        value = skip_space(text, close + len(_KEY_CLOSE))
+        found = starts(text, value, _VALUE, final) if value < len(text) else (None if final else NEED)
+        if found is not True:
+            return found or None
+        key = unquote(text[len(_KEY):close])
+        return ParamOpened(key or None, value + len(_VALUE), _VALUE_CLOSE)
+
+    def detect(self, chat_template: str) -> bool:
+        return "<arg_key>" in chat_template and "<tool_sep>" not in chat_template \
+            and not _glm47(chat_template)
+
+
+class Glm47(Glm45):
+    names = ("glm4_7",)
+
+    def detect(self, chat_template: str) -> bool:
+        return "<arg_key>" in chat_template and _glm47(chat_template)
+
+
+def _glm47(chat_template: str) -> bool:
+    """GLM-4.7 teaches calls with no newline between the name and the first key."""
+    return "{function-name}<arg_key>" in chat_template

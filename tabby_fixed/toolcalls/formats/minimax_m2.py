@@ -1,0 +1,41 @@
+"""MiniMax-M2 / M2.1 / M2.5 calls.
+
+::
+
+    <minimax:tool_call>
+    <invoke name="write_file">
+    <parameter name="path">a.py</parameter>
+    <parameter name="content">print("hi")</parameter>
+    </invoke>
+    </minimax:tool_call>
+
+Several ``<invoke>`` blocks may share one wrapper. Values are raw text with no framing newlines.
+"""
+
+from __future__ import annotations
+
+from ..schema import ToolSchemas
+from .base import Answer, CallFormat, header_call, parameter_tag, wrapped_header_call
+
+_INVOKE = "<invoke"
+
+
+class MiniMaxM2(CallFormat):
+    names = ("minimax_m2", "minimax_m2_1", "minimax_m2_5")
+    wrapper_open = "<minimax:tool_call>"
+    wrapper_close = "</minimax:tool_call>"
+    call_close = "</invoke>"
+    start_markers = ("<minimax:tool_call>",)
+    param_prefixes = ("<parameter",)
+
+    def open_call(self, text: str, final: bool, schemas: ToolSchemas) -> Answer:
+        return wrapped_header_call(text, final, self.wrapper_open, _INVOKE)
+
+    def open_next_call(self, text: str, final: bool) -> Answer:
+        return header_call(text, 0, _INVOKE, final, wrapped=True)
+
+    def open_param(self, text: str, final: bool) -> Answer:
+        return parameter_tag(text, final, self.call_close)
+
+    def detect(self, chat_template: str) -> bool:
+        return "<minimax:tool_call>" in chat_template

@@ -1,0 +1,461 @@
+"""The tool-call parser: one state machine for streaming and non-streaming.
+
+``parse(text)`` is ``stream()`` fed the whole text in one piece, so both modes agree by
+construction. Every character fed ends up in exactly one place: content, or the ``raw`` text of
+one call. A call becomes visible (``ToolCallBegin``) only once its header, name included, is
+complete; before that, text that turns out not to be a call is released as content.
+
+States::
+
+    TEXT ──start marker + header──▶ BODY ──parameter tag──▶ VALUE
+      ▲   └─JSON-bodied start──▶ JSON ──object complete──▶ BETWEEN
+      │                                                      │
+      └──────── anything else ◀── BETWEEN ◀── closing tag ── BODY ◀── value's closing tag
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import Enum, auto
+from typing import Any
+
+from .events import (
+    ContentDelta,
+    Event,
+    ParseResult,
+    ToolCall,
+    ToolCallArgs,
+    ToolCallBegin,
+    ToolCallEnd,
+)
+from .formats import CallFormat, get_format
+from .formats.base import JsonOpened, Opened, ParamOpened
+from .scanner import NEED, scan, skip_space, starts
+from .schema import (
+    Kind,
+    ToolSchemas,
+    conform_json_arguments,
+    convert_value,
+    is_string_kind,
+    loads_json,
+)
+
+#: Whitespace after a value's closing tag waited through before the tag is taken as the end.
+_CLOSE_LOOKAHEAD = 256
+
+
+class _State(Enum):
+    TEXT = auto()  # outside calls: content until a start marker
+    JSON = auto()  # a JSON-bodied call whose object is not complete yet (still undecided)
+    BODY = auto()  # inside a call, between parameters
+    VALUE = auto()  # inside a parameter's value
+    BETWEEN = auto()  # a call just closed: its wrapper's close tag or the next call may follow
+
+
+@dataclass
+class _Call:
+    index: int
+    name: str
+    wrapped: bool
+    arguments: dict[str, Any] = field(default_factory=dict)
+    emitted_keys: set[str] = field(default_factory=set)
+    json_parts: list[str] = field(default_factory=list)
+    raw_parts: list[str] = field(default_factory=list)
+    complete: bool = False
+
+    def result(self) -> ToolCall:
+        return ToolCall(self.name, self.arguments, "".join(self.json_parts), self.complete,
+                        "".join(self.raw_parts))
+
+
+@dataclass
+class _Param:
+    key: str | None  # None: nameless, its JSON object spreads into arguments
+    kind: Kind
+    close_tag: str
+    ends_before: tuple[str, ...]  # tags that end the value and stay for the call
+    skipped: bool  # a repeated key: the first occurrence wins
+    streams: bool  # a string parameter: its text streams as it arrives
+    parts: list[str] = field(default_factory=list)
+    started: bool = False  # the first character arrived (a framing newline is dropped)
+    held_newline: bool = False  # a trailing newline that may be the framing one
+
+
+class _JsonEnd:
+    """Finds where a JSON object ends, reading each character once across feeds."""
+
+    def __init__(self, start: int) -> None:
+        self.start = start
+        self._position = start
+        self._depth = 0
+        self._in_string = False
+        self._escaped = False
+
+    def advance(self, text: str) -> int | None:
+        """Index just after the object's closing brace, once it has arrived."""
+        for position in range(self._position, len(text)):
+            char = text[position]
+            if self._in_string:
+                if self._escaped:
+                    self._escaped = False
+                elif char == "\\":
+                    self._escaped = True
+                elif char == '"':
+                    self._in_string = False
+            elif char == '"':
+                self._in_string = True
+            elif char in "{[":
+                self._depth += 1
+            elif char in "}]":
+                self._depth -= 1
+                if self._depth == 0:
+                    return position + 1
+        self._position = len(text)
+        return None
+
+
+def _escape(text: str) -> str:
+    """The JSON string escaping of text, without quotes; it is per character, so pieces concatenate."""
+    return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+class ToolCallStream:
+    """Incremental parse of one generation. ``feed`` any pieces, then ``close`` once."""
+
+    def __init__(self, call_format: CallFormat, schemas: ToolSchemas) -> None:
+        self._format = call_format
+        self._schemas = schemas
+        self._buffer = ""  # text fed but not yet decided
+        self._state = _State.TEXT
+        self._calls: list[_Call] = []
+        self._call: _Call | None = None  # the call being read
+        self._param: _Param | None = None  # the parameter being read
+        self._json: _JsonEnd | None = None  # the JSON-bodied call being read
+        self._content: list[str] = []
+        self._events: list[Event] = []
+        self._closed = False
+
+    def feed(self, delta: str) -> list[Event]:
+        if self._closed:
+            raise RuntimeError("feed() after close()")
+        self._buffer += delta
+        return self._run(final=False)
+
+    def close(self) -> list[Event]:
+        """End of generation: release what was held; a call still open was cut off."""
+        if self._closed:
+            return []
+        events = self._run(final=True)
+        call = self._call
+        if call is not None:
+            if self._param is not None and self._param.held_newline:
+                self._args(_escape("\n"))
+            self._emit(ToolCallEnd(call.index))
+            self._call = None
+        self._closed = True
+        return events
+
+    @property
+    def result(self) -> ParseResult:
+        if not self._closed:
+            raise RuntimeError("result is known only after close()")
+        content = "".join(self._content)
+        return ParseResult(content if content.strip() else None, [c.result() for c in self._calls])
+
+    # -- driving ------------------------------------------------------------------------------
+
+    def _run(self, final: bool) -> list[Event]:
+        self._events = []
+        step = {
+            _State.TEXT: self._step_text,
+            _State.JSON: self._step_json,
+            _State.BODY: self._step_body,
+            _State.VALUE: self._step_value,
+            _State.BETWEEN: self._step_between,
+        }
+        while step[self._state](final):
+            pass
+        return self._events
+
+    def _take(self, size: int) -> str:
+        piece, self._buffer = self._buffer[:size], self._buffer[size:]
+        return piece
+
+    def _step_text(self, final: bool) -> bool:
+        size, marker = scan(self._buffer, self._format.start_markers, final)
+        self._to_content(self._take(size))
+        if marker is None:
+            return False
+        answer = self._format.open_call(self._buffer, final, self._schemas)
+        if answer is NEED:
+            return False
+        if isinstance(answer, JsonOpened):
+            self._json = _JsonEnd(answer.length)
+            self._state = _State.JSON
+        elif isinstance(answer, Opened):
+            self._begin_call(answer)
+        else:
+            self._to_content(self._take(1))
+        return True
+
+    def _step_json(self, final: bool) -> bool:
+        assert self._json is not None
+        end = self._json.advance(self._buffer)
+        if end is None and not final:
+            return False
+        decoded = None
+        if end is not None:
+            try:
+                body = loads_json(self._buffer[self._json.start:end])
+            except (ValueError, RecursionError):
+                body = None
+            decoded = self._format.call_from_json(body, self._schemas)
+        self._json = None
+        if decoded is None:
+            self._state = _State.TEXT
+            self._to_content(self._take(1))
+            return True
+        name, arguments = decoded
+        self._begin_call(Opened(name, end, wrapped=True))  # type: ignore[arg-type]
+        for key, value in arguments.items():
+            self._add_argument(key, value)
+        self._close_call(_State.BETWEEN)
+        return True
+
+    def _step_body(self, final: bool) -> bool:
+        self._to_call(self._take(skip_space(self._buffer, 0)))
+        if not self._buffer:
+            return False
+        for closer in self._format.closers:
+            found = starts(self._buffer, 0, closer, final)
+            if found is NEED:
+                return False
+            if found:
+                self._to_call(self._take(len(closer)))
+                between = closer == self._format.call_close != self._format.wrapper_close
+                self._close_call(_State.BETWEEN if between else _State.TEXT)
+                return True
+        answer = self._format.open_param(self._buffer, final) if self._buffer[0] == "<" else None
+        if answer is NEED:
+            return False
+        if isinstance(answer, ParamOpened):
+            self._open_param(answer)
+        else:
+            stray = self._buffer.find("<", 1)
+            self._to_call(self._take(stray if stray > 0 else len(self._buffer)))
+        return True
+
+    def _step_value(self, final: bool) -> bool:
+        assert self._param is not None
+        close_tag = self._param.close_tag
+        size, marker = scan(self._buffer, (close_tag, *self._param.ends_before), final)
+        self._value_text(self._take(size))
+        if marker is None:
+            return False
+        if marker != close_tag:
+            self._close_param()
+            self._state = _State.BODY
+            return True
+        closes = self._closes_value(len(close_tag), final)
+        if closes is NEED:
+            return False
+        if closes:
+            self._to_call(self._take(len(close_tag)))
+            self._close_param()
+            self._state = _State.BODY
+        else:
+            self._value_text(self._take(len(close_tag)))
+        return True
+
+    def _closes_value(self, tag_size: int, final: bool) -> Any:
+        """A value's closing tag ends it only when a parameter or the call's end follows."""
+        after = skip_space(self._buffer, tag_size)
+        if after - tag_size > _CLOSE_LOOKAHEAD or (after == len(self._buffer) and final):
+            return True
+        if after == len(self._buffer):
+            return NEED
+        answers = [starts(self._buffer, after, f, final) for f in self._format.followers]
+        return True if True in answers else NEED if NEED in answers else False
+
+    def _step_between(self, final: bool) -> bool:
+        after = skip_space(self._buffer, 0)
+        if after == len(self._buffer):
+            if final:
+                self._state = _State.TEXT
+                return True
+            return False
+        closer = self._format.wrapper_close
+        found = starts(self._buffer, after, closer, final)
+        if found is NEED:
+            return False
+        if found:
+            self._calls[-1].raw_parts.append(self._take(after + len(closer)))
+            self._state = _State.TEXT
+            return True
+        if self._calls[-1].wrapped:
+            answer = self._format.open_next_call(self._buffer[after:], final)
+            if answer is NEED:
+                return False
+            if isinstance(answer, Opened):
+                self._begin_call(answer, leading=self._take(after))
+                return True
+        self._state = _State.TEXT
+        return True
+
+    # -- building calls -----------------------------------------------------------------------
+
+    def _begin_call(self, opened: Opened, leading: str = "") -> None:
+        call = _Call(len(self._calls), opened.name, opened.wrapped)
+        self._calls.append(call)
+        self._call = call
+        call.raw_parts.append(leading + self._take(opened.length))
+        self._emit(ToolCallBegin(call.index, call.name))
+        self._state = _State.BODY
+
+    def _close_call(self, next_state: _State) -> None:
+        call = self._call
+        assert call is not None
+        self._args("}" if call.emitted_keys else "{}")
+        call.complete = True
+        self._emit(ToolCallEnd(call.index))
+        self._call = None
+        self._state = next_state
+
+    def _open_param(self, opened: ParamOpened) -> None:
+        call = self._call
+        assert call is not None
+        self._to_call(self._take(opened.length))
+        key = opened.key
+        kind = self._schemas.kind(call.name, key) if key is not None else None
+        skipped = key is not None and key in call.emitted_keys
+        streams = key is not None and not skipped and is_string_kind(kind)
+        self._param = _Param(key, kind, opened.close_tag, opened.ends_before, skipped, streams)
+        if streams:
+            self._emit_key(key)  # type: ignore[arg-type]
+            self._args('"')
+        self._state = _State.VALUE
+
+    def _value_text(self, text: str) -> None:
+        param = self._param
+        if not text or param is None:
+            return
+        self._to_call(text)
+        if param.skipped:
+            return
+        if not param.streams:
+            param.parts.append(text)
+            return
+        if self._format.framing:
+            if not param.started and text.startswith("\n"):
+                text = text[1:]
+            if param.held_newline:
+                text = "\n" + text
+            param.held_newline = text.endswith("\n")
+            if param.held_newline:
+                text = text[:-1]
+        param.started = True
+        if text:
+            param.parts.append(text)
+            self._args(_escape(text))
+
+    def _close_param(self) -> None:
+        param, call = self._param, self._call
+        assert param is not None and call is not None
+        self._param = None
+        text = "".join(param.parts)
+        if param.skipped:
+            return
+        if param.streams:
+            self._args('"')
+            call.arguments[param.key] = text  # type: ignore[index]
+        elif param.key is None:
+            self._spread(text)
+        else:
+            self._add_argument(param.key, convert_value(text, param.kind, framing=self._format.framing))
+
+    def _spread(self, text: str) -> None:
+        """A nameless parameter holding a JSON object: one argument per key."""
+        call = self._call
+        assert call is not None
+        try:
+            body = loads_json(text.strip())
+        except (ValueError, RecursionError):
+            return
+        if isinstance(body, dict):
+            for key, value in conform_json_arguments(call.name, body, self._schemas).items():
+                if key not in call.emitted_keys:
+                    self._add_argument(key, value)
+
+    def _add_argument(self, key: str, value: Any) -> None:
+        call = self._call
+        assert call is not None
+        self._emit_key(key)
+        self._args(_dumps(value))
+        call.arguments[key] = value
+
+    def _emit_key(self, key: str) -> None:
+        call = self._call
+        assert call is not None
+        self._args(("{" if not call.emitted_keys else ", ") + _dumps(key) + ": ")
+        call.emitted_keys.add(key)
+
+    # -- output -------------------------------------------------------------------------------
+
+    def _to_content(self, text: str) -> None:
+        if text:
+            self._content.append(text)
+            self._emit(ContentDelta(text))
+
+    def _to_call(self, text: str) -> None:
+        if text and self._call is not None:
+            self._call.raw_parts.append(text)
+
+    def _args(self, fragment: str) -> None:
+        call = self._call
+        assert call is not None
+        call.json_parts.append(fragment)
+        self._emit(ToolCallArgs(call.index, fragment))
+
+    def _emit(self, event: Event) -> None:
+        last = self._events[-1] if self._events else None
+        if isinstance(event, ContentDelta) and isinstance(last, ContentDelta):
+            self._events[-1] = ContentDelta(last.text + event.text)
+        elif isinstance(event, ToolCallArgs) and isinstance(last, ToolCallArgs) \
+                and last.index == event.index:
+            self._events[-1] = ToolCallArgs(event.index, last.fragment + event.fragment)
+        else:
+            self._events.append(event)
+
+
+class ToolCallParser:
+    """Parser for one request: the model's tool format and the request's ``tools``.
+
+    >>> p = ToolCallParser("qwen3_coder", [{"type": "function", "function": {"name": "f",
+    ...     "parameters": {"properties": {"x": {"type": "string"}}}}}])
+    >>> p.parse("<tool_call>\\n<function=f>\\n<parameter=x>\\n123\\n</parameter>\\n</function>\\n</tool_call>"
+    ...         ).tool_calls[0].arguments
+    {'x': '123'}
+    """
+
+    def __init__(self, tool_format: str, tools: list[Any] | None = None) -> None:
+        self.format = get_format(tool_format)
+        self._schemas = ToolSchemas(tools)
+
+    @property
+    def call_start(self) -> str:
+        """The tag that opens a block of calls; inside reasoning it ends the reasoning."""
+        return self.format.wrapper_open
+
+    def stream(self) -> ToolCallStream:
+        return ToolCallStream(self.format, self._schemas)
+
+    def parse(self, text: str) -> ParseResult:
+        stream = self.stream()
+        stream.feed(text)
+        stream.close()
+        return stream.result

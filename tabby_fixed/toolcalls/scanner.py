@@ -1,0 +1,127 @@
+"""Incremental tag scanning shared by every format.
+
+Streaming text arrives in arbitrary pieces, so a tag can be split anywhere (``<tool_c`` +
+``all>``). The scanner releases text as soon as it cannot be the start of a tag it is looking for
+and holds back only the longest suffix that could still grow into one: at most the length of the
+longest marker minus one. Headers such as ``<function=NAME>`` are read from a bounded window
+(``HEADER_LIMIT``), so undecided text never grows without bound and no delta makes the parser
+rescan what it already decided.
+
+Matchers answer with a result, ``NEED`` (undecidable yet; only when not at the end of input) or
+None (definitely not this tag).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+
+class _Need:
+    """More text is needed before the question can be answered."""
+
+    _instance: _Need | None = None
+
+    def __new__(cls) -> _Need:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "NEED"
+
+
+NEED: Final = _Need()
+
+#: Longest tag header (``<function=...>``, ``<parameter name="...">``) waited for before giving up.
+HEADER_LIMIT: Final = 512
+
+_NAME_ATTRIBUTE = re.compile(r"\s+name\s*=\s*(.*)\Z", re.S)
+_NOT_IN_NAMES = re.compile(r"[\s<>{}\[\]()]")
+
+
+def partial_suffix(text: str, markers: tuple[str, ...]) -> int:
+    """Length of the longest suffix of text that is a proper prefix of one of the markers."""
+    longest = 0
+    for marker in markers:
+        for size in range(min(len(marker) - 1, len(text)), longest, -1):
+            if text.endswith(marker[:size]):
+                longest = size
+                break
+    return longest
+
+
+def scan(text: str, markers: tuple[str, ...], final: bool) -> tuple[int, str | None]:
+    """Where the first marker starts, or how much text is safe to release.
+
+    Returns ``(n, marker)``: ``text[:n]`` holds no marker and cannot begin one; when marker is not
+    None it starts at ``n``.
+    """
+    first = -1
+    found = None
+    for marker in markers:
+        at = text.find(marker, 0, first + len(marker) if first >= 0 else len(text))
+        if at >= 0 and (first < 0 or at < first):
+            first, found = at, marker
+    if found is not None:
+        return first, found
+    return (len(text) if final else len(text) - partial_suffix(text, markers)), None
+
+
+def starts(text: str, start: int, marker: str, final: bool) -> bool | _Need:
+    """Whether text continues with marker at start; NEED while it is still a prefix of it."""
+    piece = text[start:start + len(marker)]
+    if piece == marker:
+        return True
+    return NEED if not final and marker.startswith(piece) and len(piece) < len(marker) else False
+
+
+def skip_space(text: str, start: int) -> int:
+    while start < len(text) and text[start].isspace():
+        start += 1
+    return start
+
+
+def read_header(text: str, start: int, prefix: str, final: bool) -> tuple[str, int] | _Need | None:
+    """Read ``prefix ATTRS>`` at start: ``(ATTRS, index after '>')``."""
+    opened = starts(text, start, prefix, final)
+    if opened is not True:
+        return opened or None
+    body = start + len(prefix)
+    close = text.find(">", body, body + HEADER_LIMIT)
+    region = text[body:close if close >= 0 else body + HEADER_LIMIT]
+    if "<" in region or "\n" in region.strip():
+        return None
+    if close < 0:
+        return NEED if not final and len(text) - body < HEADER_LIMIT else None
+    return region, close + 1
+
+
+def unquote(raw: str) -> str:
+    """Trim whitespace, then one pair of surrounding quotes when that quote does not occur inside."""
+    name = raw.strip()
+    if len(name) >= 2 and name[0] == name[-1] and name[0] in "\"'" and name[0] not in name[1:-1]:
+        return name[1:-1]
+    return name
+
+
+def attribute_name(attributes: str) -> str | None:
+    """The name in ``=K``, ``="K"``, ``='K'``, `` name="K"``, `` name='K'`` or `` name=K``.
+
+    Returns ``""`` for a tag with no usable name (``<parameter>``, ``<parameter name>``) and None
+    when the text is not this tag at all (``<parameters>``).
+    """
+    if attributes.startswith("="):
+        return unquote(attributes[1:])
+    named = _NAME_ATTRIBUTE.match(attributes)
+    if named:
+        value = named.group(1).strip()
+        if value[:1] in ("'", '"') and value[0] in value[1:]:
+            return value[1:value.index(value[0], 1)].strip()
+        return unquote(value)
+    return "" if attributes == "" or attributes[0].isspace() else None
+
+
+def valid_name(name: str) -> bool:
+    """Whether a tool name read from a tag could be a name at all (not prose, not JSON)."""
+    return bool(name) and not _NOT_IN_NAMES.search(name)
