@@ -189,7 +189,8 @@ def test_arg_value_json_in_place_of_parameters(closing):
 
 
 def test_json_spread_gives_string_parameters_their_text():
-    text = '<tool_call>\n<function=Bash>\n<parameter>{"command": 123, "timeout": 5}</parameter>\n</function>\n</tool_call>'
+    text = '<tool_call>\n<function=Bash>\n<parameter>{"command": 123, "timeout": 5}</parameter>\n' \
+           "</function>\n</tool_call>"
     assert parse_both(qwen(), text).tool_calls[0].arguments == {"command": "123", "timeout": 5}
 
 
