@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from collections.abc import Iterator
@@ -24,6 +25,12 @@ def random_chunks(text: str, seed: int, largest: int = 8) -> list[str]:
         chunks.append(text[at:at + size])
         at += size
     return chunks
+
+
+def chunks_at(text: str, cuts: list[int]) -> list[str]:
+    """Text cut at the given positions (taken modulo its length, so any integers will do)."""
+    bounds = sorted({0, len(text), *(c % (len(text) + 1) for c in cuts)})
+    return [text[a:b] for a, b in itertools.pairwise(bounds)] or [""]
 
 
 def chunkings(text: str, random_count: int = 12) -> Iterator[list[str]]:

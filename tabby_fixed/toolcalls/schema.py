@@ -152,16 +152,16 @@ def _as_type(text: str, json_type: str) -> tuple[bool, Any]:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return False, None
-    return isinstance(value, container) and _json_safe(value), value
+    return _as_json(value) if isinstance(value, container) else (False, None)
 
 
-def _json_safe(value: Any) -> bool:
-    """literal_eval can produce tuples, sets, bytes or complex numbers; JSON cannot carry them."""
+def _as_json(value: Any) -> tuple[bool, Any]:
+    """What JSON makes of a Python literal: tuples become lists, keys strings; sets, bytes and
+    complex numbers have no JSON form."""
     try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):
-        return False
-    return True
+        return True, json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError, RecursionError):
+        return False, None
 
 
 def convert_value(raw: str, kind: Kind, *, framing: bool) -> Any:

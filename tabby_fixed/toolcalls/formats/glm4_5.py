@@ -39,8 +39,15 @@ class Glm45(CallFormat):
         ends = [at for at in (text.find("\n", start), text.find("<", start)) if at >= 0]
         if not ends:
             return NEED if not final and len(text) - start < HEADER_LIMIT else None
-        name = unquote(text[start:min(ends)])
-        return Opened(name, min(ends), wrapped=True) if valid_name(name) else None
+        end = min(ends)
+        name = unquote(text[start:end])
+        if not valid_name(name):
+            return None
+        if text[end] == "<":  # a tag right after the name must be the call's own
+            found = [starts(text, end, tag, final) for tag in (_KEY, self.call_close)]
+            if True not in found:
+                return NEED if NEED in found else None
+        return Opened(name, end, wrapped=True)
 
     def open_param(self, text: str, final: bool) -> Answer:
         nameless = starts(text, 0, _VALUE, final)
