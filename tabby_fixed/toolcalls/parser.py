@@ -139,6 +139,13 @@ class ToolCallStream:
         self._content: list[str] = []
         self._events: list[Event] = []
         self._closed = False
+        self._steps = {
+            _State.TEXT: self._step_text,
+            _State.JSON: self._step_json,
+            _State.BODY: self._step_body,
+            _State.VALUE: self._step_value,
+            _State.BETWEEN: self._step_between,
+        }
 
     def feed(self, delta: str) -> list[Event]:
         if self._closed:
@@ -171,14 +178,7 @@ class ToolCallStream:
 
     def _run(self, final: bool) -> list[Event]:
         self._events = []
-        step = {
-            _State.TEXT: self._step_text,
-            _State.JSON: self._step_json,
-            _State.BODY: self._step_body,
-            _State.VALUE: self._step_value,
-            _State.BETWEEN: self._step_between,
-        }
-        while step[self._state](final):
+        while self._steps[self._state](final):
             pass
         return self._events
 

@@ -206,3 +206,38 @@ def test_parameters_of_other_tools_are_guessed():
     text = call("Bash", ("dirpath", " src "), ("parameter", "[1]"), ("previous_thinking", "hm"))
     assert parse_both(qwen(), text).tool_calls[0].arguments == {"dirpath": "src", "parameter": [1],
                                                                 "previous_thinking": "hm"}
+
+
+# Wrapper and closing-tag tolerance.
+
+def test_missing_final_wrapper_close_is_tolerated_after_function_close():
+    text = "<tool_call>\n<function=Bash>\n<parameter=command>\nls\n</parameter>\n</function>\n"
+    call_ = parse_both(qwen(), text).tool_calls[0]
+    assert call_.arguments == {"command": "ls"} and call_.complete
+
+
+def test_missing_function_close_at_the_end_is_a_cut_call():
+    text = "<tool_call>\n<function=Bash>\n<parameter=command>\nls\n</parameter>\n"
+    call_ = parse_both(qwen(), text).tool_calls[0]
+    assert call_.arguments == {"command": "ls"} and not call_.complete
+    assert call_.arguments_json == '{"command": "ls"'
+
+
+def test_wrapper_close_also_closes_a_call_missing_its_function_close():
+    text = "<tool_call>\n<function=Bash>\n<parameter=command>\nls\n</parameter>\n</tool_call>\nok"
+    result = parse_both(qwen(), text)
+    assert result.tool_calls[0].complete and result.content == "\nok"
+
+
+def test_two_functions_in_one_wrapper():
+    text = "<tool_call>\n<function=edit>\n<parameter=path>\na\n</parameter>\n</function>\n" \
+           "<function=edit>\n<parameter=path>\nb\n</parameter>\n</function>\n</tool_call>"
+    result = parse_both(qwen(), text)
+    assert [c.arguments for c in result.tool_calls] == [{"path": "a"}, {"path": "b"}] and result.content is None
+
+
+def test_cut_inside_a_string_value_streams_what_was_written():
+    text = "<tool_call>\n<function=write_file>\n<parameter=content>\n    line one\n</para"
+    call_ = parse_both(qwen(), text).tool_calls[0]
+    assert not call_.complete and call_.arguments == {}
+    assert call_.arguments_json == '{"content": "    line one\\n</para'
