@@ -14,6 +14,7 @@ import copy
 import json
 from datetime import datetime
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from jinja2 import TemplateError
@@ -69,3 +70,49 @@ def render_chat(source: str, messages: list[dict[str, Any]], *, tools: list[dict
         raise
     except (TemplateError, TypeError, ValueError, KeyError, AttributeError) as error:
         raise ChatTemplateError(f"chat template failed: {error}") from error
+
+
+def _template_from_tokenizer_config(data: Any, wanted: str | None) -> str | None:
+    """``chat_template`` is a string, or a list of ``{name, template}`` entries (named variants)."""
+    template = data.get("chat_template") if isinstance(data, dict) else None
+    if isinstance(template, str):
+        return template if wanted is None else None
+    if isinstance(template, list):
+        entries = {e.get("name"): e.get("template") for e in template if isinstance(e, dict)}
+        chosen = entries.get(wanted) if wanted else entries.get("default", next(iter(entries.values()), None))
+        return chosen if isinstance(chosen, str) else None
+    return None
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def find_chat_template(model_folder: Path, prompt_template: str | None = None,
+                       templates_dir: Path | None = None) -> tuple[str, str] | None:
+    """The model's chat template as ``(name, source)``, in TabbyAPI's lookup order.
+
+    With ``prompt_template`` set: ``templates/<name>.jinja``, then the entry of that name in
+    ``tokenizer_config.json``. Then the model folder's ``tabby_template.jinja``,
+    ``chat_template.jinja``, ``chat_template.json`` and ``tokenizer_config.json``.
+    """
+    tokenizer_config = _read_json(model_folder / "tokenizer_config.json")
+    if prompt_template:
+        named = (templates_dir or Path("templates")) / f"{prompt_template}.jinja"
+        if named.is_file():
+            return prompt_template, named.read_text(encoding="utf-8")
+        source = _template_from_tokenizer_config(tokenizer_config, prompt_template)
+        if source is not None:
+            return prompt_template, source
+    for file_name in ("tabby_template.jinja", "chat_template.jinja"):
+        path = model_folder / file_name
+        if path.is_file():
+            return path.stem, path.read_text(encoding="utf-8")
+    chat_template_json = _read_json(model_folder / "chat_template.json")
+    if isinstance(chat_template_json, dict) and isinstance(chat_template_json.get("chat_template"), str):
+        return "chat_template", chat_template_json["chat_template"]
+    source = _template_from_tokenizer_config(tokenizer_config, None)
+    return ("tokenizer_config", source) if source is not None else None

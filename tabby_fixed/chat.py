@@ -1,0 +1,120 @@
+"""A chat request made into a prompt, and the parser its output goes through.
+
+Both depend on the loaded model (its template, tool format and reasoning tags) and on the request
+(its tools, ``tool_choice``, template variables); nothing here knows about HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ApiError
+from .output import OutputParser, ReasoningSettings
+from .reasoning import starts_in_reasoning
+from .server.requests import ChatCompletionRequest, ChatMessage
+from .templating import ChatTemplateError, render_chat
+from .toolcalls import ToolCallParser
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ChatModel:
+    """What a chat needs to know about the loaded model, settled once at load."""
+
+    name: str
+    chat_template: str | None
+    tool_format: str | None
+    reasoning: bool
+    reasoning_start: str = "<think>"
+    reasoning_end: str = "</think>"
+    start_in_reasoning: str = "auto"  # auto | always | never
+    tool_calls_in_reasoning: bool = True
+    template_vars_default: dict[str, Any] | None = None
+    template_vars_force: dict[str, Any] | None = None
+    bos_token: str | None = None
+    eos_token: str | None = None
+
+
+def template_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
+    """Messages as templates expect them: text content, and no keys whose value is None."""
+    rendered = []
+    for message in messages:
+        item: dict[str, Any] = {"role": message.role, "content": message.text()}
+        if message.reasoning_content is not None:
+            item["reasoning_content"] = message.reasoning_content
+        if message.tool_calls:
+            item["tool_calls"] = [call.model_dump(exclude_none=True) for call in message.tool_calls]
+        for key in ("tool_call_id", "name"):
+            if getattr(message, key) is not None:
+                item[key] = getattr(message, key)
+        rendered.append(item)
+    return rendered
+
+
+def _undecodable_arguments(messages: list[ChatMessage]) -> list[str]:
+    places = []
+    for m, message in enumerate(messages):
+        for c, call in enumerate(message.tool_calls or ()):
+            if isinstance(call.function.arguments, str):
+                try:
+                    json.loads(call.function.arguments or "{}")
+                except ValueError:
+                    places.append(f"messages[{m}].tool_calls[{c}].function.arguments")
+    return places
+
+
+def build_prompt(model: ChatModel, chat: ChatCompletionRequest) -> str:
+    if not model.chat_template:
+        raise ApiError(422, "Chat completions are disabled because the model has no chat template; use "
+                            "/v1/completions or give the model a chat_template.jinja.", code="no_chat_template")
+    variables: dict[str, Any] = dict(model.template_vars_default or {})
+    if chat.reasoning_effort is not None:
+        variables["reasoning_effort"] = chat.reasoning_effort
+    if chat.enable_thinking is not None:
+        variables["enable_thinking"] = chat.enable_thinking
+    variables.update(chat.template_vars)
+    variables.update(model.template_vars_force or {})
+    variables.update(bos_token=model.bos_token or "", eos_token=model.eos_token or "")
+    tools = [tool.model_dump(exclude_none=True) for tool in chat.tools] if chat.tools else None
+    try:
+        prompt = render_chat(model.chat_template, template_messages(chat.messages), tools=tools,
+                             add_generation_prompt=chat.add_generation_prompt, **variables)
+    except ChatTemplateError as error:
+        undecodable = _undecodable_arguments(chat.messages)
+        if undecodable:
+            raise ApiError(400, f"{undecodable[0]} is not valid JSON, and the chat template needs the arguments as "
+                                f"an object ({error}).", param=undecodable[0]) from error
+        raise ApiError(400, f"The chat template could not render these messages: {error}",
+                       code="template_error") from error
+    if chat.continue_final_message:
+        prompt = _reopen_final_message(prompt, chat.messages[-1].text())
+    if model.bos_token and prompt.startswith(model.bos_token):
+        prompt = prompt[len(model.bos_token):]
+    return prompt + (chat.response_prefix or "")
+
+
+def _reopen_final_message(prompt: str, final_text: str) -> str:
+    """Cut the rendered prompt right after the final message's text, so generation continues it."""
+    at = prompt.rfind(final_text) if final_text else -1
+    return prompt[:at + len(final_text)] if at >= 0 else prompt
+
+
+def last_user_text(chat: ChatCompletionRequest) -> str:
+    return next((m.text() for m in reversed(chat.messages) if m.role == "user"), "")
+
+
+def output_parser(model: ChatModel, chat: ChatCompletionRequest, prompt: str) -> OutputParser:
+    """Reasoning split when the model reasons; tool parsing when the request can get calls."""
+    parses_tools = bool(chat.tools) and chat.tool_choice != "none" and model.tool_format is not None
+    tool_parser = ToolCallParser(model.tool_format, [t.model_dump() for t in chat.tools]) if parses_tools else None
+    reasoning = None
+    if model.reasoning:
+        start = {"always": True, "never": False}.get(
+            model.start_in_reasoning, starts_in_reasoning(prompt, model.reasoning_start, model.reasoning_end))
+        reasoning = ReasoningSettings(start, model.reasoning_start, model.reasoning_end,
+                                      model.tool_calls_in_reasoning)
+    return OutputParser(tool_parser=tool_parser, reasoning=reasoning, first_call_only=not chat.parallel_tool_calls)

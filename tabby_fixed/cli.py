@@ -1,0 +1,35 @@
+"""``tabby-fixed serve``: run the server with TabbyAPI's config sources."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from .config import ConfigError, add_config_arguments, load_config
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="tabby-fixed", description="TabbyAPI-compatible OpenAI server.")
+    commands = parser.add_subparsers(dest="command")
+    serve = commands.add_parser("serve", help="run the server (the default)")
+    add_config_arguments(serve)
+    if not argv or argv[0] not in ("serve", "-h", "--help"):
+        argv.insert(0, "serve")
+    parser.parse_args(argv)  # --help and unknown flags end here with argparse's own message
+    logging.basicConfig(level=os.environ.get("TABBY_LOG_LEVEL", "INFO").upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = load_config(argv[1:])
+    except ConfigError as error:
+        print(f"tabby-fixed: {error}", file=sys.stderr)
+        return 2
+    import uvicorn
+
+    from .server.app import create_app
+
+    uvicorn.run(create_app(config), host=config.network.host, port=config.network.port,
+                log_level=os.environ.get("TABBY_LOG_LEVEL", "info").lower())
+    return 0

@@ -1,0 +1,110 @@
+"""What the server needs from an engine, and nothing more.
+
+An engine holds one loaded model: its tokenizer, its chat template and model card, and a way to
+generate. ``generate`` is an async iterator of ``Step`` objects ending with exactly one
+``Finish``. Obligations every engine keeps:
+
+- **The event loop never blocks.** Forward passes run on the engine's own thread; the iterator
+  only awaits results.
+- **Closing the iterator cancels the job** (the server closes it when the client disconnects),
+  and frees its place in the batch at once.
+- **Stop strings and ``max_tokens`` are the engine's.** Text after a stop string never appears;
+  ``Finish.reason`` is ``"stop"`` (end of sequence or a stop string, named in ``stop_str``) or
+  ``"length"`` (``max_tokens`` or the context ran out).
+- **Errors are ``ApiError``s**: a prompt that does not fit is 400 ``context_length_exceeded``
+  before anything is generated; a failure during generation raises from the iterator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from ..errors import ApiError
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    """Sampling and limits for one job. Fields an engine cannot honour are ignored by it."""
+
+    max_tokens: int | None = None  # None: up to the end of the context
+    stop: tuple[str, ...] = ()
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    seed: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    prompt: str
+    params: GenerationParams
+    #: The conversation's last user message. Real engines ignore it; the scripted engine answers it.
+    last_user_text: str = ""
+
+
+@dataclass(frozen=True)
+class Step:
+    text: str
+    token_count: int = 1
+
+
+@dataclass(frozen=True)
+class Finish:
+    reason: Literal["stop", "length"]
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int = 0
+    stop_str: str | None = None
+    prompt_seconds: float = 0.0
+    completion_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the routes report about the loaded model, read once at load."""
+
+    name: str  # the model folder's name: what clients send as ``model``
+    max_seq_len: int
+    chat_template: str | None
+    chat_template_name: str | None
+    tool_format: str | None  # from the model folder's settings; the server may still detect one
+    reasoning: bool
+    bos_token: str | None = None
+    eos_token: str | None = None
+    max_batch_size: int = 1
+    cache_size: int | None = None
+    cache_mode: str = "FP16"
+
+
+class Engine(Protocol):
+    info: ModelInfo
+
+    def encode(self, text: str, *, add_bos: bool = False, special_tokens: bool = True) -> list[int]: ...
+
+    def decode(self, ids: list[int], *, special_tokens: bool = True) -> str: ...
+
+    def generate(self, request: GenerationRequest) -> AsyncIterator[Step | Finish]: ...
+
+    def active_jobs(self) -> int:
+        """Jobs generating or waiting right now (a cancelled job no longer counts)."""
+        ...
+
+    async def unload(self) -> None: ...
+
+
+def context_exceeded(prompt_tokens: int, max_seq_len: int) -> ApiError:
+    return ApiError(400, f"This model's maximum context length is {max_seq_len} tokens, but the prompt is "
+                         f"{prompt_tokens} tokens. Shorten the conversation or start a new one.",
+                    code="context_length_exceeded", param="messages")
+
+
+def completion_budget(prompt_tokens: int, max_seq_len: int, max_tokens: int | None) -> int:
+    """Tokens a job may generate: what was asked, clamped to the context that is left."""
+    if prompt_tokens >= max_seq_len:
+        raise context_exceeded(prompt_tokens, max_seq_len)
+    left = max_seq_len - prompt_tokens
+    return left if max_tokens is None or max_tokens <= 0 else min(max_tokens, left)

@@ -1,0 +1,217 @@
+"""An engine that replays scripted answers: the whole server runs, is tested and can be tried
+without a GPU.
+
+A scripted model is a folder holding ``scripted.yml``::
+
+    tool_format: qwen3_coder          # optional, as in tabby_config.yml
+    reasoning: false                  # optional
+    chat_template: template.jinja     # optional; the built-in ChatML template with tools otherwise
+    token_delay_ms: 0                 # optional pause before each token
+    max_seq_len: 32768                # optional
+    responses:                        # first match wins, against the last user message
+      - match: 'write (?P<path>\\S+) containing exactly: (?P<value>.*)'    # Python regex, DOTALL
+        output: "<tool_call>\\n<function=write_file>\\n<parameter=path>\\n{path}\\n</parameter>..."
+    default: "I have no scripted answer for that."
+
+Each ``match`` is tried with ``re.search``; ``{name}`` in ``output`` is replaced by that named
+group's text verbatim (``{{`` and ``}}`` for literal braces). The answer is cut into tokens by
+the folder's ``tokenizer.json`` when there is one, else into word, space and punctuation pieces,
+and goes through the same limits as a real model's: stop strings, ``max_tokens``, the context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import string
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..templating import find_chat_template
+from ..toolcalls.scanner import scan
+from .base import Finish, GenerationRequest, ModelInfo, Step, completion_budget
+
+BUILTIN_TEMPLATE = Path(__file__).with_name("chatml_tools.jinja")
+_PIECES = re.compile(r"\w+|\s+|[^\w\s]")
+#: With no delay, give other requests the loop after this many tokens.
+_YIELD_EVERY = 16
+
+
+class ScriptError(ValueError):
+    """A scripted model folder that cannot be used; the message names the file and entry."""
+
+
+@dataclass(frozen=True)
+class _Response:
+    pattern: re.Pattern[str]
+    output: str
+
+
+def _load_script(path: Path) -> dict[str, Any]:
+    try:
+        script = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as error:
+        raise ScriptError(f"{path}: {error}") from error
+    if not isinstance(script, dict):
+        raise ScriptError(f"{path}: expected a mapping of settings")
+    return script
+
+
+def _responses(path: Path, entries: Any) -> list[_Response]:
+    if not isinstance(entries, list):
+        raise ScriptError(f"{path}: 'responses' must be a list of {{match, output}} entries")
+    responses = []
+    for number, entry in enumerate(entries, 1):
+        if not isinstance(entry, dict) or not isinstance(entry.get("match"), str) \
+                or not isinstance(entry.get("output"), str):
+            raise ScriptError(f"{path}: response {number} needs a 'match' and an 'output' string")
+        try:
+            pattern = re.compile(entry["match"], re.DOTALL)
+        except re.error as error:
+            raise ScriptError(f"{path}: response {number}: bad regex: {error}") from error
+        fields = {name for _, name, _, _ in string.Formatter().parse(entry["output"]) if name is not None}
+        unknown = fields - set(pattern.groupindex)
+        if unknown:
+            raise ScriptError(f"{path}: response {number}: output uses {sorted(unknown)}, "
+                              f"which the match does not capture (write {{{{ and }}}} for literal braces)")
+        responses.append(_Response(pattern, entry["output"]))
+    return responses
+
+
+class _Tokenizer:
+    """The folder's tokenizer.json when present; else a vocabulary of word/space/punctuation pieces
+    that grows as text is seen (ids are stable for the engine's lifetime)."""
+
+    def __init__(self, folder: Path) -> None:
+        path = folder / "tokenizer.json"
+        self._hf = None
+        if path.is_file():
+            from tokenizers import Tokenizer
+
+            self._hf = Tokenizer.from_file(str(path))
+        self._ids: dict[str, int] = {}
+        self._pieces: list[str] = []
+
+    def encode(self, text: str) -> list[int]:
+        if self._hf is not None:
+            return self._hf.encode(text, add_special_tokens=False).ids
+        return [self._ids.setdefault(p, len(self._ids)) for p in self._remember(text)]
+
+    def _remember(self, text: str) -> list[str]:
+        pieces = _PIECES.findall(text)
+        for piece in pieces:
+            if piece not in self._ids:
+                self._ids[piece] = len(self._pieces)
+                self._pieces.append(piece)
+        return pieces
+
+    def decode(self, ids: list[int]) -> str:
+        if self._hf is not None:
+            return self._hf.decode(ids, skip_special_tokens=False)
+        return "".join(self._pieces[i] for i in ids if 0 <= i < len(self._pieces))
+
+    def pieces(self, text: str) -> list[str]:
+        """The text as the tokens a model would emit, each decoded on its own."""
+        if self._hf is None:
+            return self._remember(text)
+        from tokenizers.decoders import DecodeStream
+
+        stream = DecodeStream(skip_special_tokens=False)
+        pieces = [stream.step(self._hf, token) for token in self.encode(text)]
+        return [piece or "" for piece in pieces]
+
+
+class ScriptedEngine:
+    def __init__(self, folder: Path, *, max_seq_len: int | None = None, prompt_template: str | None = None,
+                 templates_dir: Path | None = None) -> None:
+        path = folder / "scripted.yml"
+        script = _load_script(path)
+        self._responses = _responses(path, script.get("responses", []))
+        self._default = str(script.get("default", "I have no scripted answer for that."))
+        delay = script.get("token_delay_ms", 0)
+        if not isinstance(delay, (int, float)) or delay < 0:
+            raise ScriptError(f"{path}: 'token_delay_ms' must be a number >= 0")
+        self._delay = delay / 1000
+        self._tokenizer = _Tokenizer(folder)
+        self._active = 0
+        template_file = script.get("chat_template")
+        if template_file:
+            template = (Path(template_file).stem, (folder / template_file).read_text(encoding="utf-8"))
+        else:
+            template = find_chat_template(folder, prompt_template, templates_dir) or (
+                "chatml_tools", BUILTIN_TEMPLATE.read_text(encoding="utf-8"))
+        self.info = ModelInfo(
+            name=folder.name,
+            max_seq_len=int(max_seq_len or script.get("max_seq_len", 32768)),
+            chat_template=template[1],
+            chat_template_name=template[0],
+            tool_format=script.get("tool_format"),
+            reasoning=bool(script.get("reasoning", False)),
+            bos_token=None,
+            eos_token="<|im_end|>",
+            max_batch_size=256,
+        )
+
+    def encode(self, text: str, *, add_bos: bool = False, special_tokens: bool = True) -> list[int]:
+        return self._tokenizer.encode(text)
+
+    def decode(self, ids: list[int], *, special_tokens: bool = True) -> str:
+        return self._tokenizer.decode(ids)
+
+    def active_jobs(self) -> int:
+        return self._active
+
+    async def unload(self) -> None:
+        """Nothing is held beyond Python objects."""
+
+    def answer(self, last_user_text: str) -> str:
+        for response in self._responses:
+            found = response.pattern.search(last_user_text)
+            if found:
+                groups = {name: value or "" for name, value in found.groupdict().items()}
+                return response.output.format_map(groups)
+        return self._default
+
+    def generate(self, request: GenerationRequest) -> AsyncIterator[Step | Finish]:
+        prompt_tokens = len(self.encode(request.prompt))
+        budget = completion_budget(prompt_tokens, self.info.max_seq_len, request.params.max_tokens)
+        pieces = self._tokenizer.pieces(self.answer(request.last_user_text))
+        return self._replay(pieces, budget, request.params.stop, prompt_tokens)
+
+    async def _replay(self, pieces: list[str], budget: int, stops: tuple[str, ...],
+                      prompt_tokens: int) -> AsyncIterator[Step | Finish]:
+        self._active += 1
+        started = time.perf_counter()
+        held = ""  # text that could still be the start of a stop string
+        count = 0
+        try:
+            for piece in pieces:
+                if count == budget:
+                    yield Finish("length", prompt_tokens, count, completion_seconds=time.perf_counter() - started)
+                    return
+                if self._delay:
+                    await asyncio.sleep(self._delay)
+                elif count % _YIELD_EVERY == 0:
+                    await asyncio.sleep(0)
+                count += 1
+                text = held + piece
+                size, stop = scan(text, stops, final=False)
+                if stop is not None:
+                    if size:
+                        yield Step(text[:size])
+                    yield Finish("stop", prompt_tokens, count, stop_str=stop,
+                                 completion_seconds=time.perf_counter() - started)
+                    return
+                held = text[size:]
+                if size:
+                    yield Step(text[:size])
+            if held:
+                yield Step(held, token_count=0)
+            yield Finish("stop", prompt_tokens, count, completion_seconds=time.perf_counter() - started)
+        finally:
+            self._active -= 1

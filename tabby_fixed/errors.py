@@ -1,0 +1,44 @@
+"""The one error type the server answers with, shaped as OpenAI's error body.
+
+Everything a client can get wrong, and everything that fails on our side, ends up as an
+``ApiError`` carrying an HTTP status and a message a person can act on. The server maps it to::
+
+    {"error": {"message": ..., "type": ..., "param": ..., "code": ...}}
+
+Kinds of error, by ``type``:
+
+- ``invalid_request_error`` (400, 404, 413, 422): the request cannot be served as written.
+- ``authentication_error`` (401): a key is missing or wrong.
+- ``permission_error`` (403): the key is valid but not allowed here.
+- ``server_error`` (500, 503): our side failed or is not ready; the request may be retried.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",
+                 code: str | None = None, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type
+        self.code = code
+        self.param = param
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+def unauthorized(message: str) -> ApiError:
+    return ApiError(401, message, type="authentication_error", code="invalid_api_key")
+
+
+def not_found(message: str, param: str | None = None) -> ApiError:
+    return ApiError(404, message, code="not_found", param=param)
+
+
+def unavailable(message: str) -> ApiError:
+    return ApiError(503, message, type="server_error", code="unavailable")

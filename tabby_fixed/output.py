@@ -1,0 +1,83 @@
+"""Model text to one event stream: reasoning, content and tool calls, for every route.
+
+Text goes through the reasoning splitter first (when the model reasons), then what is not
+reasoning goes through the tool-call parser (when the request can get calls). Routes map the
+events to their own wire shapes and never parse model text themselves. Event order::
+
+    ReasoningDelta* ... ContentDelta* ... (ToolCallBegin ToolCallArgs* ToolCallEnd)* ...
+
+with content and calls interleaved as the model wrote them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .reasoning import ReasoningDelta, ReasoningSplitter
+from .toolcalls import ContentDelta, ToolCall, ToolCallArgs, ToolCallBegin, ToolCallEnd, ToolCallParser
+
+OutputEvent = ReasoningDelta | ContentDelta | ToolCallBegin | ToolCallArgs | ToolCallEnd
+_CALL_EVENTS = (ToolCallBegin, ToolCallArgs, ToolCallEnd)
+
+
+@dataclass(frozen=True)
+class ReasoningSettings:
+    start_in_reasoning: bool
+    start_tag: str = "<think>"
+    end_tag: str = "</think>"
+    calls_end_reasoning: bool = True  # a call's opening tag inside reasoning ends it
+
+
+@dataclass
+class ChatOutput:
+    reasoning: str | None = None
+    content: str | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+
+
+class OutputParser:
+    """One generation's text, fed as it arrives; ``close`` at the end of generation.
+
+    ``first_call_only`` serves ``parallel_tool_calls: false``: calls after the first are left out.
+    """
+
+    def __init__(self, *, tool_parser: ToolCallParser | None = None, reasoning: ReasoningSettings | None = None,
+                 first_call_only: bool = False) -> None:
+        self._tools = tool_parser.stream() if tool_parser is not None else None
+        self._splitter = None
+        if reasoning is not None:
+            exits = (tool_parser.call_start,) if tool_parser is not None and reasoning.calls_end_reasoning else ()
+            self._splitter = ReasoningSplitter(reasoning.start_in_reasoning, reasoning.start_tag, reasoning.end_tag,
+                                               exit_tags=exits)
+        self._first_call_only = first_call_only
+        self._content: list[str] = []
+
+    def feed(self, text: str) -> list[OutputEvent]:
+        return self._route(self._splitter.feed(text) if self._splitter else [ContentDelta(text)], final=False)
+
+    def close(self) -> list[OutputEvent]:
+        return self._route(self._splitter.close() if self._splitter else [], final=True)
+
+    def result(self) -> ChatOutput:
+        reasoning = self._splitter.reasoning if self._splitter else None
+        if self._tools is None:
+            content = "".join(self._content)
+            return ChatOutput(reasoning, content if content.strip() else None)
+        parsed = self._tools.result
+        calls = parsed.tool_calls[:1] if self._first_call_only else parsed.tool_calls
+        return ChatOutput(reasoning, parsed.content, calls)
+
+    def _route(self, pieces: list[ReasoningDelta | ContentDelta], final: bool) -> list[OutputEvent]:
+        events: list[OutputEvent] = []
+        for piece in pieces:
+            if isinstance(piece, ContentDelta) and self._tools is not None:
+                events += self._tools.feed(piece.text)
+            else:
+                events.append(piece)
+                if isinstance(piece, ContentDelta):
+                    self._content.append(piece.text)
+        if final and self._tools is not None:
+            events += self._tools.close()
+        if self._first_call_only:
+            events = [e for e in events if not isinstance(e, _CALL_EVENTS) or e.index == 0]
+        return events

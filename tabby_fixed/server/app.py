@@ -1,0 +1,86 @@
+"""``create_app(config)``: the FastAPI application, built by the caller, nothing at import time.
+
+Every error leaves as OpenAI's error body: ``ApiError`` from our code, Starlette's HTTP errors
+(unknown route, wrong method) and FastAPI's validation errors are mapped here, and anything
+unexpected becomes a 500 whose message names the failure instead of a bare "Internal Server
+Error".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .. import __version__
+from ..auth import KeyStore
+from ..config import TabbyConfig
+from ..errors import ApiError
+from . import openai, tabby
+from .state import LoadedModel, load_model
+
+logger = logging.getLogger(__name__)
+
+
+def create_app(config: TabbyConfig) -> FastAPI:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        watcher = asyncio.ensure_future(app.state.keys.watch())
+        if config.model.model_name and app.state.model is None:
+            app.state.model = load_model(config, config.model.model_name)
+        try:
+            yield
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+            model: LoadedModel | None = app.state.model
+            if model is not None:
+                await model.engine.unload()
+
+    app = FastAPI(title="tabby-fixed", version=__version__, lifespan=lifespan)
+    app.state.config = config
+    app.state.keys = KeyStore(config.resolve("api_tokens.yml"), disabled=config.network.disable_auth)
+    app.state.model = None
+    app.state.health_issues = []
+    app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["*"], allow_headers=["*"],
+                       allow_credentials=True)
+    app.include_router(openai.router)
+    app.include_router(tabby.router)
+    _add_error_handlers(app)
+    return app
+
+
+def _error(error: ApiError) -> JSONResponse:
+    return JSONResponse(error.body(), status_code=error.status)
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def api_error(_request: Request, error: ApiError) -> JSONResponse:
+        return _error(error)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        message = {404: f"There is no route {request.method} {request.url.path}.",
+                   405: f"{request.method} is not allowed on {request.url.path}."}.get(error.status_code, error.detail)
+        return _error(ApiError(error.status_code, str(message), code="not_found" if error.status_code == 404 else None))
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_request: Request, error: RequestValidationError) -> JSONResponse:
+        first: dict[str, Any] = error.errors()[0] if error.errors() else {"loc": (), "msg": "invalid request"}
+        where = ".".join(str(part) for part in first["loc"])
+        return _error(ApiError(400, f"Invalid request: {where}: {first['msg']}.", param=where))
+
+    @app.exception_handler(Exception)
+    async def unexpected(_request: Request, error: Exception) -> JSONResponse:
+        logger.exception("request failed")
+        return _error(ApiError(500, f"The server failed: {type(error).__name__}: {error}", type="server_error"))

@@ -1,0 +1,247 @@
+"""The OpenAI routes: chat completions, text completions, models.
+
+Each request becomes one engine job per choice (``n``, or per prompt for text completions); the
+jobs' steps go through the output parser and out as one JSON body or one SSE stream. Tool calls
+stream as OpenAI sends them: the first fragment of a call carries ``id``, ``type`` and ``name``
+with empty ``arguments``, later fragments only ``arguments``; ``finish_reason`` comes in its own
+chunk with an empty delta, and the usage chunk (``choices: []``) last.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, Response
+
+from ..auth import require_api
+from ..chat import build_prompt, last_user_text, output_parser
+from ..engine.base import Finish, GenerationParams, GenerationRequest, Step
+from ..errors import ApiError
+from ..output import ChatOutput, OutputEvent, OutputParser
+from ..reasoning import ReasoningDelta
+from ..toolcalls import ContentDelta, ToolCallArgs, ToolCallBegin
+from .requests import ChatCompletionRequest, CompletionRequest, GenerationFields, parse_body
+from .sse import DONE, frame, merge, ping, sse_response, with_pings
+from .state import LoadedModel, read_body, serving
+
+router = APIRouter(prefix="/v1", tags=["openai"], dependencies=[Depends(require_api)])
+logger = logging.getLogger(__name__)
+
+
+def _params(fields: GenerationFields) -> GenerationParams:
+    defaults = GenerationParams()
+    return GenerationParams(
+        max_tokens=fields.max_tokens, stop=fields.stops,
+        temperature=defaults.temperature if fields.temperature is None else fields.temperature,
+        top_k=defaults.top_k if fields.top_k is None else max(fields.top_k, 0),
+        top_p=defaults.top_p if fields.top_p is None else fields.top_p,
+        min_p=defaults.min_p if fields.min_p is None else fields.min_p,
+        seed=fields.seed)
+
+
+def _usage(finishes: list[Finish]) -> dict[str, Any]:
+    prompt = finishes[0].prompt_tokens if finishes else 0
+    completion = sum(f.completion_tokens for f in finishes)
+    prompt_time = max((f.prompt_seconds for f in finishes), default=0.0)
+    completion_time = max((f.completion_seconds for f in finishes), default=0.0)
+    return {
+        "prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": finishes[0].cached_tokens if finishes else 0},
+        "prompt_time": prompt_time, "completion_time": completion_time, "total_time": prompt_time + completion_time,
+    }
+
+
+def _finish_reason(finish: Finish, output: ChatOutput | None = None) -> str:
+    calls = output.tool_calls if output else []
+    if finish.reason == "length" or any(not call.complete for call in calls):
+        return "length"
+    return "tool_calls" if calls else "stop"
+
+
+def _call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+class _Choices:
+    """The jobs of one request, started together; the context check happens here, before any reply."""
+
+    def __init__(self, model: LoadedModel, prompts: list[str], fields: GenerationFields, last_user: list[str]) -> None:
+        params = _params(fields)
+        self.jobs = [model.engine.generate(GenerationRequest(prompt, params, user))
+                     for prompt, user in zip(prompts, last_user, strict=True)]
+        self.finishes: list[Finish | None] = [None] * len(self.jobs)
+
+    async def steps(self) -> AsyncIterator[tuple[int, Step | Finish]]:
+        async for index, item in merge(self.jobs):
+            if isinstance(item, Finish):
+                self.finishes[index] = item
+            yield index, item
+
+    def done(self) -> list[Finish]:
+        return [f for f in self.finishes if f is not None]
+
+
+async def _guarded(body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """Once the stream has started, an error can only be reported in it: one error event, then the end."""
+    try:
+        async for piece in body:
+            yield piece
+    except ApiError as error:
+        yield frame(error.body())
+    except Exception as error:
+        logger.exception("generation failed mid-stream")
+        yield frame(ApiError(500, f"Generation failed: {type(error).__name__}: {error}", type="server_error").body())
+
+
+# -- chat ---------------------------------------------------------------------------------------
+
+@router.post("/chat/completions")
+async def chat_completions(request: Request) -> Response:
+    chat: ChatCompletionRequest = parse_body(await read_body(request), ChatCompletionRequest)
+    model = serving(request.app, chat.model)
+    prompt = build_prompt(model.chat, chat)
+    if request.app.state.config.logging.log_prompt:
+        logger.info("prompt:\n%s", prompt)
+    choices = _Choices(model, [prompt] * chat.n, chat, [last_user_text(chat)] * chat.n)
+    parsers = [output_parser(model.chat, chat, prompt) for _ in range(chat.n)]
+    reply = _Reply("chatcmpl", model.name)
+    if chat.stream and not request.app.state.config.developer.disable_request_streaming:
+        include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
+        interval = request.app.state.config.network.sse_ping_interval
+        return sse_response(_guarded(_stream_chat(reply, choices, parsers, include_usage, interval)))
+    outputs = await _collect(choices, parsers)
+    return JSONResponse(reply.chat_completion(outputs, choices.done()))
+
+
+async def _collect(choices: _Choices, parsers: list[OutputParser]) -> list[ChatOutput]:
+    async for index, item in choices.steps():
+        if isinstance(item, Step):
+            parsers[index].feed(item.text)
+    for parser in parsers:
+        parser.close()
+    return [parser.result() for parser in parsers]
+
+
+class _Reply:
+    """Ids, timestamps and the fixed part of every chunk of one response."""
+
+    def __init__(self, prefix: str, model: str) -> None:
+        self.id = f"{prefix}-{uuid.uuid4().hex}"
+        self.created = int(time.time())
+        self.model = model
+        self._chunk_head = (f'data: {{"id":"{self.id}","object":"chat.completion.chunk","created":{self.created},'
+                            f'"model":{json.dumps(model)},"choices":[{{"index":').encode()
+
+    def chunk(self, index: int, delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
+        reason = "null" if finish_reason is None else f'"{finish_reason}"'
+        return b"".join((self._chunk_head, str(index).encode(), b',"delta":',
+                         json.dumps(delta, ensure_ascii=False, separators=(",", ":")).encode(),
+                         b',"logprobs":null,"finish_reason":', reason.encode(), b"}]}\r\n\r\n"))
+
+    def usage_chunk(self, finishes: list[Finish]) -> bytes:
+        return frame({"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+                      "choices": [], "usage": _usage(finishes)})
+
+    def chat_completion(self, outputs: list[ChatOutput], finishes: list[Finish]) -> dict[str, Any]:
+        choices = []
+        for index, (output, finish) in enumerate(zip(outputs, finishes, strict=True)):
+            calls = [{"id": _call_id(), "type": "function", "index": i,
+                      "function": {"name": call.name, "arguments": call.arguments_json}}
+                     for i, call in enumerate(output.tool_calls)]
+            choices.append({
+                "index": index,
+                "message": {"role": "assistant", "content": output.content, "reasoning_content": output.reasoning,
+                            "tool_calls": calls or None},
+                "logprobs": None, "finish_reason": _finish_reason(finish, output), "stop_str": finish.stop_str,
+            })
+        return {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
+                "choices": choices, "usage": _usage(finishes)}
+
+
+def _delta(event: OutputEvent, ids: dict[int, str]) -> dict[str, Any] | None:
+    if isinstance(event, ContentDelta):
+        return {"content": event.text}
+    if isinstance(event, ReasoningDelta):
+        return {"reasoning_content": event.text}
+    if isinstance(event, ToolCallBegin):
+        ids[event.index] = _call_id()
+        return {"tool_calls": [{"index": event.index, "id": ids[event.index], "type": "function",
+                                "function": {"name": event.name, "arguments": ""}}]}
+    if isinstance(event, ToolCallArgs):
+        return {"tool_calls": [{"index": event.index, "function": {"arguments": event.fragment}}]}
+    return None
+
+
+async def _stream_chat(reply: _Reply, choices: _Choices, parsers: list[OutputParser], include_usage: bool,
+                       ping_interval: float) -> AsyncIterator[bytes]:
+    call_ids: list[dict[int, str]] = [{} for _ in parsers]
+    for index in range(len(parsers)):
+        yield reply.chunk(index, {"role": "assistant", "content": ""})
+    async for item in with_pings(choices.steps(), ping_interval):
+        if item is None:
+            yield ping()
+            continue
+        index, step = item
+        parser = parsers[index]
+        events = parser.feed(step.text) if isinstance(step, Step) else parser.close()
+        for event in events:
+            delta = _delta(event, call_ids[index])
+            if delta is not None:
+                yield reply.chunk(index, delta)
+        if isinstance(step, Finish):
+            yield reply.chunk(index, {}, _finish_reason(step, parser.result()))
+    if include_usage:
+        yield reply.usage_chunk(choices.done())
+    yield DONE
+
+
+# -- text completions ---------------------------------------------------------------------------
+
+@router.post("/completions")
+async def completions(request: Request) -> Response:
+    completion: CompletionRequest = parse_body(await read_body(request), CompletionRequest)
+    model = serving(request.app, completion.model)
+    prompts = [p for p in completion.prompts for _ in range(completion.n)]
+    choices = _Choices(model, prompts, completion, prompts)
+    reply = _Reply("cmpl", model.name)
+    if completion.stream and not request.app.state.config.developer.disable_request_streaming:
+        include_usage = bool(completion.stream_options and completion.stream_options.include_usage)
+        interval = request.app.state.config.network.sse_ping_interval
+        return sse_response(_guarded(_stream_text(reply, choices, include_usage, interval)))
+    texts: list[list[str]] = [[] for _ in prompts]
+    async for index, item in choices.steps():
+        if isinstance(item, Step):
+            texts[index].append(item.text)
+    finishes = choices.done()
+    return JSONResponse({
+        "id": reply.id, "object": "text_completion", "created": reply.created, "model": reply.model,
+        "choices": [{"index": i, "text": "".join(pieces), "logprobs": None, "finish_reason": _finish_reason(finish),
+                     "stop_str": finish.stop_str}
+                    for i, (pieces, finish) in enumerate(zip(texts, finishes, strict=True))],
+        "usage": _usage(finishes),
+    })
+
+
+async def _stream_text(reply: _Reply, choices: _Choices, include_usage: bool,
+                       ping_interval: float) -> AsyncIterator[bytes]:
+    def chunk(index: int, text: str, finish_reason: str | None) -> bytes:
+        return frame({"id": reply.id, "object": "text_completion", "created": reply.created, "model": reply.model,
+                      "choices": [{"index": index, "text": text, "logprobs": None, "finish_reason": finish_reason}]})
+
+    async for item in with_pings(choices.steps(), ping_interval):
+        if item is None:
+            yield ping()
+        elif isinstance(item[1], Step):
+            yield chunk(item[0], item[1].text, None)
+        else:
+            yield chunk(item[0], "", _finish_reason(item[1]))
+    if include_usage:
+        yield frame({"id": reply.id, "object": "text_completion", "created": reply.created, "model": reply.model,
+                     "choices": [], "usage": _usage(choices.done())})
+    yield DONE

@@ -1,0 +1,158 @@
+"""Request bodies of the OpenAI routes, checked field by field.
+
+Unknown fields are accepted (clients send ``store``, ``metadata``, ``user`` and more), known
+fields are typed so a wrong type is a 400 naming the field. Sampler fields beyond the common
+ones arrive in a later change; until then they are accepted and ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ..errors import ApiError
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class FunctionCall(_Body):
+    name: str
+    arguments: str | dict[str, Any] = "{}"
+
+
+class ToolCallIn(_Body):
+    id: str | None = None
+    type: str = "function"
+    function: FunctionCall
+
+
+class ContentPart(_Body):
+    type: str
+    text: str | None = None
+
+
+class ChatMessage(_Body):
+    role: str = "user"
+    content: str | list[ContentPart] | None = None
+    reasoning_content: str | None = Field(None, validation_alias=AliasChoices("reasoning_content", "reasoning"))
+    tool_calls: list[ToolCallIn] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+
+    def text(self) -> str:
+        """The message's text; non-text parts (images) are left out, as upstream does without vision."""
+        if isinstance(self.content, list):
+            return "".join(part.text or "" for part in self.content if part.type == "text")
+        return self.content or ""
+
+
+class FunctionSpec(_Body):
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
+class ToolSpec(_Body):
+    type: str = "function"
+    function: FunctionSpec
+
+
+class NamedToolChoice(_Body):
+    type: str = "function"
+    function: dict[str, Any]
+
+
+class StreamOptions(_Body):
+    include_usage: bool = False
+
+
+class GenerationFields(_Body):
+    """Fields shared by chat and text completions."""
+
+    model: str | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    n: int = Field(1, ge=1, le=16)
+    max_tokens: int | None = Field(None, ge=0, validation_alias=AliasChoices(
+        "max_tokens", "max_completion_tokens", "max_length"))
+    stop: str | list[str] | None = Field(None, validation_alias=AliasChoices("stop", "stop_sequence"))
+    temperature: float | None = Field(None, ge=0, le=10)
+    top_p: float | None = Field(None, ge=0, le=1)
+    top_k: int | None = Field(None, ge=-1)
+    min_p: float | None = Field(None, ge=0, le=1)
+    seed: int | None = None
+
+    @property
+    def stops(self) -> tuple[str, ...]:
+        if self.stop is None:
+            return ()
+        return (self.stop,) if isinstance(self.stop, str) else tuple(s for s in self.stop if s)
+
+
+class ChatCompletionRequest(GenerationFields):
+    messages: list[ChatMessage] = Field(min_length=1)
+    tools: list[ToolSpec] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool = True
+    add_generation_prompt: bool = True
+    continue_final_message: bool = False
+    response_prefix: str | None = None
+    template_vars: dict[str, Any] = Field(default_factory=dict,
+                                          validation_alias=AliasChoices("template_vars", "chat_template_kwargs"))
+    reasoning_effort: str | None = None
+    enable_thinking: bool | None = None
+
+    @field_validator("continue_final_message")
+    @classmethod
+    def _continue_needs_no_generation_prompt(cls, value: bool, info: Any) -> bool:
+        if value and info.data.get("add_generation_prompt", True):
+            raise ValueError("continue_final_message needs add_generation_prompt: false")
+        return value
+
+
+class CompletionRequest(GenerationFields):
+    prompt: str | list[str]
+
+    @property
+    def prompts(self) -> list[str]:
+        return [self.prompt] if isinstance(self.prompt, str) else list(self.prompt)
+
+
+class EncodeRequest(_Body):
+    text: str | list[ChatMessage]
+    add_bos_token: bool = True
+    encode_special_tokens: bool = True
+    decode_special_tokens: bool = True
+    template_vars: dict[str, Any] = Field(default_factory=dict,
+                                          validation_alias=AliasChoices("template_vars", "chat_template_kwargs"))
+
+
+class DecodeRequest(_Body):
+    tokens: list[int]
+    add_bos_token: bool = True
+    encode_special_tokens: bool = True
+    decode_special_tokens: bool = True
+
+
+def parse_body(raw: bytes, model: type[_Body]) -> Any:
+    """A request body as the given model; malformed JSON and wrong fields become a 400 naming the spot."""
+    try:
+        data = json.loads(raw)
+    except UnicodeDecodeError:
+        raise ApiError(400, "The request body is not UTF-8 text.", code="invalid_json") from None
+    except json.JSONDecodeError as error:
+        raise ApiError(400, f"The request body is not valid JSON: {error.msg} at line {error.lineno}, "
+                            f"column {error.colno}.", code="invalid_json") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "The request body must be a JSON object.", code="invalid_json")
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "body"
+        more = f" (and {error.error_count() - 1} more problems)" if error.error_count() > 1 else ""
+        raise ApiError(400, f"Invalid request: {where}: {first['msg']}{more}.", param=where) from None

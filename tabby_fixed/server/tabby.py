@@ -1,0 +1,108 @@
+"""TabbyAPI's utility routes: health, models, permissions, tokens, service info, props."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+
+from .. import __version__
+from ..auth import ApiPermission, require_api
+from ..chat import template_messages
+from ..errors import ApiError
+from ..templating import ChatTemplateError, render_chat
+from .requests import DecodeRequest, EncodeRequest, parse_body
+from .state import LoadedModel, read_body, serving
+
+router = APIRouter(tags=["tabby"])
+
+
+@router.get("/health")
+async def health(request: Request) -> JSONResponse:
+    issues = request.app.state.health_issues
+    if issues:
+        return JSONResponse({"status": "unhealthy", "issues": issues}, status_code=503)
+    return JSONResponse({"status": "healthy", "issues": []})
+
+
+@router.get("/.well-known/serviceinfo")
+async def service_info() -> dict[str, Any]:
+    return {"version": 0.1, "software": {"name": "tabby-fixed", "version": __version__},
+            "api": {"openai": {"name": "OpenAI API", "relative_url": "/v1", "version": 1}}}
+
+
+def _card(name: str, model: LoadedModel | None = None) -> dict[str, Any]:
+    card: dict[str, Any] = {"id": name, "object": "model", "created": int(time.time()), "owned_by": "tabbyAPI",
+                            "logging": None, "parameters": None}
+    if model is not None:
+        info = model.engine.info
+        card["parameters"] = {
+            "max_seq_len": info.max_seq_len, "cache_size": info.cache_size or info.max_seq_len,
+            "cache_mode": info.cache_mode, "rope_scale": 1.0, "rope_alpha": 1.0, "max_batch_size": info.max_batch_size,
+            "chunk_size": None, "prompt_template": info.chat_template_name,
+            "prompt_template_content": info.chat_template, "use_vision": False, "draft": None,
+            "tool_format": model.chat.tool_format, "reasoning": model.chat.reasoning}
+    return card
+
+
+@router.get("/v1/models")
+@router.get("/v1/model/list")
+async def list_models(request: Request, permission: ApiPermission) -> dict[str, Any]:
+    """Admin keys see every model folder; API keys see the loaded model, as upstream."""
+    config = request.app.state.config
+    model: LoadedModel | None = request.app.state.model
+    names: list[str] = []
+    if config.model.use_dummy_models:
+        names += config.model.dummy_model_names
+    if permission == "admin":
+        model_dir = config.resolve(config.model.model_dir)
+        draft_dir = config.resolve(config.draft_model.draft_model_dir)
+        if model_dir.is_dir():
+            names += sorted(p.name for p in model_dir.iterdir() if p.is_dir() and p.resolve() != draft_dir.resolve())
+    elif model is not None:
+        names.append(model.name)
+    return {"object": "list", "data": [_card(name) for name in names]}
+
+
+@router.get("/v1/model", dependencies=[Depends(require_api)])
+async def current_model(request: Request) -> dict[str, Any]:
+    model = serving(request.app, None)
+    return _card(model.name, model)
+
+
+@router.get("/v1/auth/permission")
+async def permission(permission: ApiPermission) -> dict[str, str]:
+    return {"permission": permission}
+
+
+@router.get("/props", dependencies=[Depends(require_api)])
+async def props(request: Request) -> dict[str, Any]:
+    info = serving(request.app, None).engine.info
+    return {"total_slots": info.max_batch_size, "chat_template": info.chat_template or "",
+            "default_generation_settings": {"n_ctx": info.max_seq_len}}
+
+
+@router.post("/v1/token/encode", dependencies=[Depends(require_api)])
+async def encode(request: Request) -> dict[str, Any]:
+    body: EncodeRequest = parse_body(await read_body(request), EncodeRequest)
+    model = serving(request.app, None)
+    text = body.text
+    if not isinstance(text, str):
+        if not model.chat.chat_template:
+            raise ApiError(422, "This model has no chat template to render messages with.", code="no_chat_template")
+        try:
+            text = render_chat(model.chat.chat_template, template_messages(text), add_generation_prompt=False,
+                               **body.template_vars)
+        except ChatTemplateError as error:
+            raise ApiError(400, f"The chat template could not render these messages: {error}") from error
+    tokens = model.engine.encode(text, add_bos=body.add_bos_token, special_tokens=body.encode_special_tokens)
+    return {"tokens": tokens, "length": len(tokens)}
+
+
+@router.post("/v1/token/decode", dependencies=[Depends(require_api)])
+async def decode(request: Request) -> dict[str, str]:
+    body: DecodeRequest = parse_body(await read_body(request), DecodeRequest)
+    model = serving(request.app, None)
+    return {"text": model.engine.decode(body.tokens, special_tokens=body.decode_special_tokens)}
