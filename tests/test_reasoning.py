@@ -82,5 +82,6 @@ def test_streaming_equals_whole_and_only_tags_are_dropped(text, start, cuts):
     events = [e for chunk in chunks for e in splitter.feed(chunk)] + splitter.close()
     assert (splitter.reasoning, splitter.content) == ReasoningSplitter(start, exit_tags=("<tool_call>",)).split(text)
     kept = "".join(e.text for e in events)  # reasoning and content, in the order written
-    dropped = [text.replace("<think>", "", 1).replace("</think>", "", 1), text.replace("</think>", "", 1), text]
+    dropped = [text.replace("<think>", "", 1).replace("</think>", "", 1), text.replace("<think>", "", 1),
+               text.replace("</think>", "", 1), text]
     assert kept in dropped
