@@ -11,6 +11,9 @@ A scripted model is a folder holding ``scripted.yml``::
     responses:                        # first match wins, against the last user message
       - match: 'write (?P<path>\\S+) containing exactly: (?P<value>.*)'    # Python regex, DOTALL
         output: "<tool_call>\\n<function=write_file>\\n<parameter=path>\\n{path}\\n</parameter>..."
+      - match: 'crash'
+        output: "Partial answer"
+        error: "the GPU fell off the bus"   # optional: fail the job after the output, as an engine can
     default: "I have no scripted answer for that."
 
 Each ``match`` is tried with ``re.search``; ``{name}`` in ``output`` is replaced by that named
@@ -46,10 +49,15 @@ class ScriptError(ValueError):
     """A scripted model folder that cannot be used; the message names the file and entry."""
 
 
+class ScriptedFailure(RuntimeError):
+    """The failure a response's ``error`` asks for, raised mid-generation like an engine fault."""
+
+
 @dataclass(frozen=True)
 class _Response:
     pattern: re.Pattern[str]
     output: str
+    error: str | None = None
 
 
 def _load_script(path: Path) -> dict[str, Any]:
@@ -79,7 +87,10 @@ def _responses(path: Path, entries: Any) -> list[_Response]:
         if unknown:
             raise ScriptError(f"{path}: response {number}: output uses {sorted(unknown)}, "
                               f"which the match does not capture (write {{{{ and }}}} for literal braces)")
-        responses.append(_Response(pattern, entry["output"]))
+        error = entry.get("error")
+        if error is not None and not isinstance(error, str):
+            raise ScriptError(f"{path}: response {number}: 'error' must be a string")
+        responses.append(_Response(pattern, entry["output"], error))
     return responses
 
 
@@ -169,22 +180,23 @@ class ScriptedEngine:
     async def unload(self) -> None:
         """Nothing is held beyond Python objects."""
 
-    def answer(self, last_user_text: str) -> str:
+    def answer(self, last_user_text: str) -> tuple[str, str | None]:
+        """The scripted output for a message, and the failure to raise after it (if any)."""
         for response in self._responses:
             found = response.pattern.search(last_user_text)
             if found:
                 groups = {name: value or "" for name, value in found.groupdict().items()}
-                return response.output.format_map(groups)
-        return self._default
+                return response.output.format_map(groups), response.error
+        return self._default, None
 
     def generate(self, request: GenerationRequest) -> AsyncIterator[Step | Finish]:
         prompt_tokens = len(self.encode(request.prompt))
         budget = completion_budget(prompt_tokens, self.info.max_seq_len, request.params.max_tokens)
-        pieces = self._tokenizer.pieces(self.answer(request.last_user_text))
-        return self._replay(pieces, budget, request.params.stop, prompt_tokens)
+        output, failure = self.answer(request.last_user_text)
+        return self._replay(self._tokenizer.pieces(output), budget, request.params.stop, prompt_tokens, failure)
 
-    async def _replay(self, pieces: list[str], budget: int, stops: tuple[str, ...],
-                      prompt_tokens: int) -> AsyncIterator[Step | Finish]:
+    async def _replay(self, pieces: list[str], budget: int, stops: tuple[str, ...], prompt_tokens: int,
+                      failure: str | None) -> AsyncIterator[Step | Finish]:
         self._active += 1
         started = time.perf_counter()
         held = ""  # text that could still be the start of a stop string
@@ -212,6 +224,8 @@ class ScriptedEngine:
                     yield Step(text[:size])
             if held:
                 yield Step(held, token_count=0)
+            if failure is not None:
+                raise ScriptedFailure(failure)
             yield Finish("stop", prompt_tokens, count, completion_seconds=time.perf_counter() - started)
         finally:
             self._active -= 1

@@ -3,7 +3,7 @@
 Every error leaves as OpenAI's error body: ``ApiError`` from our code, Starlette's HTTP errors
 (unknown route, wrong method) and FastAPI's validation errors are mapped here, and anything
 unexpected becomes a 500 whose message names the failure instead of a bare "Internal Server
-Error".
+Error", on a connection that stays usable.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
 from ..auth import KeyStore
@@ -51,6 +52,7 @@ def create_app(config: TabbyConfig) -> FastAPI:
     app.state.keys = KeyStore(config.resolve("api_tokens.yml"), disabled=config.network.disable_auth)
     app.state.model = None
     app.state.health_issues = []
+    app.add_middleware(_Unexpected)
     app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["*"], allow_headers=["*"],
                        allow_credentials=True)
     app.include_router(openai.router)
@@ -80,7 +82,34 @@ def _add_error_handlers(app: FastAPI) -> None:
         where = ".".join(str(part) for part in first["loc"])
         return _error(ApiError(400, f"Invalid request: {where}: {first['msg']}.", param=where))
 
-    @app.exception_handler(Exception)
-    async def unexpected(_request: Request, error: Exception) -> JSONResponse:
-        logger.exception("request failed")
-        return _error(ApiError(500, f"The server failed: {type(error).__name__}: {error}", type="server_error"))
+
+
+class _Unexpected:
+    """Any other failure before the response started becomes a 500 with a message.
+
+    A plain ASGI middleware rather than an ``Exception`` handler: Starlette re-raises after such
+    a handler, and uvicorn then drops the keep-alive connection the reply went out on.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watch(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        except Exception as error:
+            if started:
+                raise
+            logger.exception("request failed")
+            failure = ApiError(500, f"The server failed: {type(error).__name__}: {error}", type="server_error")
+            await _error(failure)(scope, receive, send)

@@ -1,0 +1,170 @@
+"""Chat completions end to end: every seed case through real uvicorn and the real openai SDK,
+non-streaming, raw streaming and the SDK's stream helper, all equal to the parser's own result."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import openai
+import pytest
+
+from tabby_fixed.toolcalls import ToolCallParser
+from tests.toolcalls.test_seeds import BARE, GREP, TOOLS, call
+
+SEED_OUTPUTS = {
+    **{f"json-looking {v}": call("write_file", ("path", "x.txt"), ("content", v))
+       for v in ["123", "true", "null", "[1, 2]", '{"a": 1}']},
+    "indentation": call("write_file", ("path", "util.py"), ("content", "    return x\n")),
+    "trailing blank line": call("write_file", ("path", "config.json"), ("content", '{"debug": true}\n')),
+    "typed by schema": call("probe", ("path", "123"), ("content", " indented\n [1, 2]\n"), ("n", "42"),
+                            ("flag", "True"), ("opt", "null")),
+    "quoted names": call('"Bash"', ("command", "ls -la"), tag='<parameter="{}">'),
+    "attribute name": f'<tool_call>\n<function=Bash>\n<parameter name="command">{GREP}\n</parameter>\n</function>\n'
+                      "</tool_call>",
+    "nameless json": '<tool_call>\n<function=retry_code>\n<parameter>\n{"attempt_id": "bf3b", "feedback": "ok"}\n'
+                     "</parameter>\n</function>\n</tool_call>",
+    "arg_value json": '<tool_call>\n<function=Bash>\n<arg_value>{"command": "ls"}</arg_value>\n</function>\n'
+                      "</tool_call>",
+    "bare block": BARE,
+    "prose function tag": "Write a call as `<function=NAME>` then the parameters.",
+    "two calls": "On it.\n" + call("edit", ("path", "a.py")) + "\n" + call("edit", ("path", "b.py")),
+    "unicode": "Voilà 🙂\n" + call("write_file", ("path", "日本.txt"), ("content", "ü\u00a0x")),
+}
+
+
+def ask(text: str) -> list[dict]:
+    return [{"role": "user", "content": "RAW:" + text}]
+
+
+def expected(text: str):
+    return ToolCallParser("qwen3_coder", TOOLS).parse(text)
+
+
+def check(text: str, content: str | None, calls: list[tuple[str, str]], finish_reason: str) -> None:
+    want = expected(text)
+    assert (content or None if want.content is None else content) == want.content
+    assert calls == [(c.name, c.arguments_json) for c in want.tool_calls]
+    assert [json.loads(arguments) for _, arguments in calls] == [c.arguments for c in want.tool_calls]
+    assert finish_reason == ("tool_calls" if want.tool_calls else "stop")
+
+
+@pytest.mark.parametrize("text", SEED_OUTPUTS.values(), ids=SEED_OUTPUTS.keys())
+def test_non_streaming(client: openai.OpenAI, text: str):
+    response = client.chat.completions.create(model="tester", messages=ask(text), tools=TOOLS)
+    choice = response.choices[0]
+    calls = [(c.function.name, c.function.arguments) for c in choice.message.tool_calls or []]
+    check(text, choice.message.content, calls, choice.finish_reason)
+    assert all(c.id.startswith("call_") and c.type == "function" for c in choice.message.tool_calls or [])
+    assert response.usage.completion_tokens > 0 and response.usage.total_tokens == (
+        response.usage.prompt_tokens + response.usage.completion_tokens)
+
+
+@pytest.mark.parametrize("text", SEED_OUTPUTS.values(), ids=SEED_OUTPUTS.keys())
+def test_raw_stream(client: openai.OpenAI, text: str):
+    content, calls, finish, roles, usage = [], {}, [], [], []
+    for chunk in client.chat.completions.create(model="tester", messages=ask(text), tools=TOOLS, stream=True,
+                                                stream_options={"include_usage": True}):
+        if chunk.usage:
+            usage.append(chunk.usage)
+            assert chunk.choices == []
+            continue
+        (choice,) = chunk.choices
+        delta = choice.delta
+        roles += [delta.role] if delta.role else []
+        kinds = [k for k in ("content", "tool_calls") if getattr(delta, k)]
+        assert len(kinds) <= 1, "one kind of payload per chunk"
+        content += [delta.content] if delta.content else []
+        for part in delta.tool_calls or []:
+            if part.id:
+                assert part.index not in calls and part.function.name and part.type == "function"
+                calls[part.index] = [part.function.name, ""]
+            else:
+                assert part.function.name is None and part.index in calls
+            calls[part.index][1] += part.function.arguments or ""
+        if choice.finish_reason:
+            assert delta.content is None and delta.tool_calls is None, "finish_reason has its own chunk"
+            finish.append(choice.finish_reason)
+    assert roles == ["assistant"] and len(finish) == 1 and len(usage) == 1
+    assert sorted(calls) == list(range(len(calls)))
+    check(text, "".join(content), [tuple(calls[i]) for i in sorted(calls)], finish[0])
+
+
+@pytest.mark.parametrize("text", SEED_OUTPUTS.values(), ids=SEED_OUTPUTS.keys())
+def test_sdk_stream_helper(client: openai.OpenAI, text: str):
+    with client.chat.completions.stream(model="tester", messages=ask(text), tools=TOOLS) as stream:
+        done = [e for e in stream if e.type == "tool_calls.function.arguments.done"]
+        final = stream.get_final_completion()
+    choice = final.choices[0]
+    calls = [(c.function.name, c.function.arguments) for c in choice.message.tool_calls or []]
+    check(text, choice.message.content, calls, choice.finish_reason)
+    assert [(e.name, e.arguments) for e in done] == calls
+
+
+def test_tool_choice_none_leaves_calls_in_content(client: openai.OpenAI):
+    text = SEED_OUTPUTS["indentation"]
+    choice = client.chat.completions.create(model="tester", messages=ask(text), tools=TOOLS,
+                                            tool_choice="none").choices[0]
+    assert choice.message.content == text and not choice.message.tool_calls and choice.finish_reason == "stop"
+
+
+def test_parallel_tool_calls_false_returns_the_first_call(client: openai.OpenAI):
+    choice = client.chat.completions.create(model="tester", messages=ask(SEED_OUTPUTS["two calls"]), tools=TOOLS,
+                                            parallel_tool_calls=False).choices[0]
+    assert [json.loads(c.function.arguments) for c in choice.message.tool_calls] == [{"path": "a.py"}]
+
+
+def test_without_tools_nothing_is_parsed(client: openai.OpenAI):
+    text = SEED_OUTPUTS["indentation"]
+    assert client.chat.completions.create(model="tester", messages=ask(text)).choices[0].message.content == text
+
+
+def test_max_tokens_cuts_a_call_with_finish_reason_length(client: openai.OpenAI):
+    text = SEED_OUTPUTS["indentation"]
+    choice = client.chat.completions.create(model="tester", messages=ask(text), tools=TOOLS, max_tokens=14).choices[0]
+    assert choice.finish_reason == "length"
+    (cut,) = choice.message.tool_calls
+    with pytest.raises(ValueError):
+        json.loads(cut.function.arguments)
+
+
+def test_stop_string_ends_the_answer(client: openai.OpenAI):
+    choice = client.chat.completions.create(model="tester", messages=ask("alpha beta STOP gamma"),
+                                            stop=["STOP"]).choices[0]
+    assert choice.message.content == "alpha beta " and choice.finish_reason == "stop"
+
+
+def test_replayed_history_with_calls_and_reasoning(client: openai.OpenAI):
+    history = [
+        {"role": "user", "content": "write it"},
+        {"role": "assistant", "content": None, "reasoning_content": "thinking",
+         "tool_calls": [{"id": "call_1", "type": "function",
+                         "function": {"name": "write_file", "arguments": '{"path": "a", "content": "b"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "ok"},
+        {"role": "user", "content": "RAW:done"},
+    ]
+    assert client.chat.completions.create(model="tester", messages=history, tools=TOOLS).choices[0].message.content \
+        == "done"
+
+
+def test_reasoning_is_split_from_the_answer(workspace):
+    from tests.server.conftest import API_KEY, serve
+
+    for server in serve(workspace, "thinker"):
+        thinker = openai.OpenAI(base_url=server.v1, api_key=API_KEY, max_retries=0)
+        text = "Let me think.\n</think>\n\n" + SEED_OUTPUTS["indentation"]
+        message = thinker.chat.completions.create(model="thinker", messages=ask(text), tools=TOOLS).choices[0].message
+        assert message.model_extra["reasoning_content"] == "Let me think.\n"
+        assert json.loads(message.tool_calls[0].function.arguments)["content"] == "    return x\n"
+        chunks = list(thinker.chat.completions.create(model="thinker", messages=ask(text), tools=TOOLS, stream=True))
+        reasoning = "".join((c.choices[0].delta.model_extra or {}).get("reasoning_content") or "" for c in chunks
+                            if c.choices)
+        assert reasoning == "Let me think.\n"
+
+
+def test_text_completion(http: httpx.Client):
+    body = http.post("/v1/completions", json={"prompt": "RAW:plain text", "max_tokens": 50}).json()
+    assert body["choices"][0]["text"] == "plain text" and body["usage"]["completion_tokens"] > 0
+    lines = [line for line in http.post("/v1/completions", json={"prompt": "RAW:plain text", "stream": True})
+             .text.split("\r\n\r\n") if line.startswith("data: {")]
+    assert "".join(json.loads(line[6:])["choices"][0]["text"] for line in lines) == "plain text"

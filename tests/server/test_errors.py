@@ -1,0 +1,122 @@
+"""Bad input gets a clear OpenAI-shaped error, never a 500, and the server keeps serving."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.server.conftest import API_KEY, serve
+
+USER = [{"role": "user", "content": "RAW:hello"}]
+
+
+def error_of(response: httpx.Response, status: int) -> dict:
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"} and error["message"]
+    return error
+
+
+def test_malformed_json(http: httpx.Client):
+    error = error_of(http.post("/v1/chat/completions", content=b'{"messages": [', headers={
+        "content-type": "application/json"}), 400)
+    assert "not valid JSON" in error["message"] and "line 1" in error["message"]
+
+
+@pytest.mark.parametrize("body", [b"[1, 2]", b'"text"', b"\xff\xfe"])
+def test_body_that_is_not_an_object(http: httpx.Client, body: bytes):
+    error_of(http.post("/v1/chat/completions", content=body), 400)
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"messages": "hello"}, "messages"),
+    ({}, "messages"),
+    ({"messages": []}, "messages"),
+    ({"messages": USER, "temperature": "hot"}, "temperature"),
+    ({"messages": USER, "max_tokens": -5}, "max_tokens"),
+    ({"messages": [{"role": "user", "content": 5}]}, "messages.0.content"),
+    ({"messages": USER, "tools": [{"type": "function"}]}, "tools.0.function"),
+    ({"messages": USER, "tool_choice": "sometimes"}, "tool_choice"),
+    ({"messages": USER, "n": 0}, "n"),
+])
+def test_wrong_fields_name_the_field(http: httpx.Client, body: dict, field: str):
+    error = error_of(http.post("/v1/chat/completions", json=body), 400)
+    assert error["param"].startswith(field) and field in error["message"]
+
+
+def test_prompt_longer_than_the_context(http: httpx.Client):
+    huge = [{"role": "user", "content": "RAW:" + "word " * 5000}]
+    for stream in (False, True):
+        error = error_of(http.post("/v1/chat/completions", json={"messages": huge, "stream": stream}), 400)
+        assert error["code"] == "context_length_exceeded" and "4096" in error["message"]
+
+
+def test_max_tokens_is_clamped_to_the_context_not_rejected(http: httpx.Client):
+    response = http.post("/v1/chat/completions", json={"messages": USER, "max_tokens": 10**9})
+    assert response.status_code == 200 and response.json()["choices"][0]["message"]["content"] == "hello"
+
+
+def test_unknown_route_and_method(http: httpx.Client):
+    assert "no route" in error_of(http.get("/v1/nothing"), 404)["message"]
+    error_of(http.get("/v1/chat/completions"), 405)
+
+
+def test_replayed_arguments_that_are_not_json(http: httpx.Client, workspace):
+    history = [{"role": "user", "content": "go"},
+               {"role": "assistant", "content": "", "tool_calls": [
+                   {"id": "c1", "type": "function", "function": {"name": "write_file", "arguments": "{broken"}}]},
+               {"role": "tool", "tool_call_id": "c1", "content": "error"},
+               {"role": "user", "content": "RAW:again"}]
+    error = error_of(http.post("/v1/chat/completions", json={"messages": history}), 400)
+    assert error["param"] == "messages[1].tool_calls[0].function.arguments"
+    for server in serve(workspace, "thinker"):  # a template that never reads the arguments renders fine
+        response = httpx.post(server.v1 + "/chat/completions", headers={"authorization": f"Bearer {API_KEY}"},
+                              json={"messages": history})
+        assert response.status_code == 200
+
+
+def test_body_over_the_limit(workspace):
+    for server in serve(workspace, "tester", "--max-request-bytes", "2000"):
+        url, headers = server.v1 + "/chat/completions", {"authorization": f"Bearer {API_KEY}"}
+        big = {"messages": [{"role": "user", "content": "x" * 5000}]}
+        error = error_of(httpx.post(url, headers=headers, json=big), 413)
+        assert "2000" in error["message"] and "max_request_bytes" in error["message"]
+
+        def chunked():  # no Content-Length: the limit holds while reading
+            yield b'{"messages": [{"role": "user", "content": "'
+            for _ in range(10):
+                yield b"x" * 500
+            yield b'"}]}'
+
+        error_of(httpx.post(url, headers=headers, content=chunked()), 413)
+        assert httpx.post(url, headers=headers, json={"messages": USER}).status_code == 200
+
+
+def test_unknown_model_with_inline_loading(workspace):
+    for server in serve(workspace, "tester", "--inline-model-loading", "true"):
+        response = httpx.post(server.v1 + "/chat/completions", headers={"authorization": f"Bearer {API_KEY}"},
+                              json={"model": "no-such-model", "messages": USER})
+        error = error_of(response, 404)
+        assert "no-such-model" in error["message"] and error["param"] == "model"
+
+
+def test_any_model_name_is_served_without_inline_loading(http: httpx.Client):
+    response = http.post("/v1/chat/completions", json={"model": "gpt-4o", "messages": USER})
+    assert response.status_code == 200 and response.json()["model"] == "tester"
+
+
+def test_no_model_loaded(tmp_path):
+    from tests.server.conftest import make_models
+
+    make_models(tmp_path)
+    for server in serve(tmp_path, ""):
+        response = httpx.post(server.v1 + "/chat/completions", headers={"authorization": f"Bearer {API_KEY}"},
+                              json={"messages": USER})
+        assert "No models are currently loaded" in error_of(response, 503)["message"]
+
+
+def test_engine_failure_without_streaming_is_a_500_with_a_message(http: httpx.Client):
+    error = error_of(http.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "CRASH:x"}]}),
+                     500)
+    assert "injected fault" in error["message"]
+    assert http.post("/v1/chat/completions", json={"messages": USER}).status_code == 200
