@@ -19,7 +19,8 @@ test: lint
 	$(BIN)/python -m pytest tabby_fixed tests
 
 bench: $(VENV)/.installed
-	$(BIN)/python bench/parser_stream.py
+	$(BIN)/python -m bench.parser_stream
+	$(BIN)/python -m bench.sse_throughput
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -2,7 +2,7 @@
 
 Deltas are 4 characters, about what a model emits per token. Linear parsing means the cost per
 delta does not grow with the argument's length, so the 64K/16K ratio of total time is about 4.
-Run: ``make bench`` (or ``.venv/bin/python bench/parser_stream.py``).
+Run: ``make bench`` (or ``.venv/bin/python -m bench.parser_stream``).
 """
 
 from __future__ import annotations

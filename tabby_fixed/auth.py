@@ -70,6 +70,17 @@ def _bearer_token(authorization: str) -> str | None:
     return authorization[7:] if authorization[:7].lower() == "bearer " else None
 
 
+def _presented_key(headers: Mapping[str, str], header: str, what: str) -> str | None:
+    """The key in the level's own header, else the Bearer token; None for a non-Bearer authorization."""
+    key = headers.get(header)
+    if key:
+        return key
+    authorization = headers.get("authorization")
+    if not authorization:
+        raise unauthorized(f"Please provide {what}")
+    return _bearer_token(authorization)
+
+
 class KeyStore:
     """The keys from ``api_tokens.yml``, or, when auth is disabled, a store that admits everyone.
 
@@ -108,12 +119,7 @@ class KeyStore:
         """Admits API and admin keys; ``x-api-key``, when present, is the only header looked at."""
         if self.disabled:
             return "admin"
-        key = headers.get("x-api-key")
-        if not key:
-            authorization = headers.get("authorization")
-            if not authorization:
-                raise unauthorized("Please provide an API key")
-            key = _bearer_token(authorization)
+        key = _presented_key(headers, "x-api-key", "an API key")
         permission = self._classify(key) if key else None
         if permission is None:
             raise unauthorized("Invalid API key")
@@ -123,12 +129,7 @@ class KeyStore:
         """Admits only the admin key, and never from ``x-api-key`` (upstream ignores it here)."""
         if self.disabled:
             return "admin"
-        key = headers.get("x-admin-key")
-        if not key:
-            authorization = headers.get("authorization")
-            if not authorization:
-                raise unauthorized("Please provide an admin key")
-            key = _bearer_token(authorization)
+        key = _presented_key(headers, "x-admin-key", "an admin key")
         if not key or self._classify(key) != "admin":
             raise unauthorized("Invalid admin key")
         return "admin"

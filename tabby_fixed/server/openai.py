@@ -27,7 +27,7 @@ from ..output import ChatOutput, OutputEvent, OutputParser
 from ..reasoning import ReasoningDelta
 from ..toolcalls import ContentDelta, ToolCallArgs, ToolCallBegin
 from .requests import ChatCompletionRequest, CompletionRequest, GenerationFields, parse_body
-from .sse import DONE, frame, merge, ping, sse_response, with_pings
+from .sse import DONE, frame, ping, run_jobs, sse_response
 from .state import LoadedModel, read_body, serving
 
 router = APIRouter(prefix="/v1", tags=["openai"], dependencies=[Depends(require_api)])
@@ -77,11 +77,13 @@ class _Choices:
                      for prompt, user in zip(prompts, last_user, strict=True)]
         self.finishes: list[Finish | None] = [None] * len(self.jobs)
 
-    async def steps(self) -> AsyncIterator[tuple[int, Step | Finish]]:
-        async for index, item in merge(self.jobs):
-            if isinstance(item, Finish):
-                self.finishes[index] = item
-            yield index, item
+    async def steps(self, ping_interval: float = 0) -> AsyncIterator[list[tuple[int, Step | Finish]] | None]:
+        """Steps of every job in batches of what has arrived; None for a ping when the engine is silent."""
+        async for batch in run_jobs(self.jobs, ping_interval):
+            for index, item in batch or ():
+                if isinstance(item, Finish):
+                    self.finishes[index] = item
+            yield batch
 
     def done(self) -> list[Finish]:
         return [f for f in self.finishes if f is not None]
@@ -120,9 +122,10 @@ async def chat_completions(request: Request) -> Response:
 
 
 async def _collect(choices: _Choices, parsers: list[OutputParser]) -> list[ChatOutput]:
-    async for index, item in choices.steps():
-        if isinstance(item, Step):
-            parsers[index].feed(item.text)
+    async for batch in choices.steps():
+        for index, item in batch or ():
+            if isinstance(item, Step):
+                parsers[index].feed(item.text)
     for parser in parsers:
         parser.close()
     return [parser.result() for parser in parsers]
@@ -183,19 +186,21 @@ async def _stream_chat(reply: _Reply, choices: _Choices, parsers: list[OutputPar
     call_ids: list[dict[int, str]] = [{} for _ in parsers]
     for index in range(len(parsers)):
         yield reply.chunk(index, {"role": "assistant", "content": ""})
-    async for item in with_pings(choices.steps(), ping_interval):
-        if item is None:
+    async for batch in choices.steps(ping_interval):
+        if batch is None:
             yield ping()
             continue
-        index, step = item
-        parser = parsers[index]
-        events = parser.feed(step.text) if isinstance(step, Step) else parser.close()
-        for event in events:
-            delta = _delta(event, call_ids[index])
-            if delta is not None:
-                yield reply.chunk(index, delta)
-        if isinstance(step, Finish):
-            yield reply.chunk(index, {}, _finish_reason(step, parser.result()))
+        out = []
+        for index, step in batch:
+            parser = parsers[index]
+            events = parser.feed(step.text) if isinstance(step, Step) else parser.close()
+            for event in events:
+                delta = _delta(event, call_ids[index])
+                if delta is not None:
+                    out.append(reply.chunk(index, delta))
+            if isinstance(step, Finish):
+                out.append(reply.chunk(index, {}, _finish_reason(step, parser.result())))
+        yield b"".join(out)
     if include_usage:
         yield reply.usage_chunk(choices.done())
     yield DONE
@@ -215,9 +220,10 @@ async def completions(request: Request) -> Response:
         interval = request.app.state.config.network.sse_ping_interval
         return sse_response(_guarded(_stream_text(reply, choices, include_usage, interval)))
     texts: list[list[str]] = [[] for _ in prompts]
-    async for index, item in choices.steps():
-        if isinstance(item, Step):
-            texts[index].append(item.text)
+    async for batch in choices.steps():
+        for index, item in batch or ():
+            if isinstance(item, Step):
+                texts[index].append(item.text)
     finishes = choices.done()
     return JSONResponse({
         "id": reply.id, "object": "text_completion", "created": reply.created, "model": reply.model,
@@ -234,13 +240,12 @@ async def _stream_text(reply: _Reply, choices: _Choices, include_usage: bool,
         return frame({"id": reply.id, "object": "text_completion", "created": reply.created, "model": reply.model,
                       "choices": [{"index": index, "text": text, "logprobs": None, "finish_reason": finish_reason}]})
 
-    async for item in with_pings(choices.steps(), ping_interval):
-        if item is None:
+    async for batch in choices.steps(ping_interval):
+        if batch is None:
             yield ping()
-        elif isinstance(item[1], Step):
-            yield chunk(item[0], item[1].text, None)
-        else:
-            yield chunk(item[0], "", _finish_reason(item[1]))
+            continue
+        yield b"".join(chunk(index, step.text, None) if isinstance(step, Step) else
+                       chunk(index, "", _finish_reason(step)) for index, step in batch)
     if include_usage:
         yield frame({"id": reply.id, "object": "text_completion", "created": reply.created, "model": reply.model,
                      "choices": [], "usage": _usage(choices.done())})

@@ -10,7 +10,6 @@ connection. When the client goes away, Starlette cancels the response's iterator
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import AsyncIterator
 from datetime import datetime, timezone
@@ -36,81 +35,57 @@ def sse_response(body: AsyncIterator[bytes]) -> StreamingResponse:
     return StreamingResponse(body, media_type="text/event-stream", headers=SSE_HEADERS)
 
 
-async def with_pings(items: AsyncIterator[T], interval: float) -> AsyncIterator[T | None]:
-    """The items, with a None whenever ``interval`` seconds pass without one (0: never)."""
-    pending: asyncio.Future[T] | None = None
-    try:
-        if interval <= 0:
-            async for item in items:
-                yield item
-            return
-        while True:
-            if pending is None:
-                pending = asyncio.ensure_future(items.__anext__())
-            done, _ = await asyncio.wait({pending}, timeout=interval)
-            if not done:
-                yield None
-                continue
-            try:
-                item = pending.result()
-            except StopAsyncIteration:
-                return
-            pending = None
-            yield item
-    finally:
-        if pending is not None:
-            pending.cancel()
-            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration, Exception):
-                await pending
-        await _close(items)
+async def run_jobs(iterators: list[AsyncIterator[T]],
+                   ping_interval: float) -> AsyncIterator[list[tuple[int, T]] | None]:
+    """Items of several jobs, tagged with the job's position, in batches of what has arrived;
+    None when ``ping_interval`` seconds pass without any (0: never).
 
-
-async def _close(iterator: AsyncIterator[Any]) -> None:
-    """Close an iterator now rather than at garbage collection: for an engine job, that cancels it."""
-    close = getattr(iterator, "aclose", None)
-    if close is not None:
-        await close()
-
-
-async def merge(iterators: list[AsyncIterator[T]]) -> AsyncIterator[tuple[int, T]]:
-    """Items of several iterators as they come, tagged with the iterator's position.
-
-    One iterator is simply relayed. Several run as tasks feeding one queue; an error in any of
-    them is raised here, and closing the merge cancels them all.
+    Each job drains into one queue from its own task. Whatever is waiting in the queue is taken
+    at once, so a burst of tokens leaves in one write, and a timer is set only when the queue is
+    empty. An error in any job is raised here; closing this iterator cancels every job.
     """
-    if len(iterators) == 1:
-        try:
-            async for item in iterators[0]:
-                yield 0, item
-        finally:
-            await _close(iterators[0])
-        return
     queue: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
     finished = object()
 
     async def drain(index: int, iterator: AsyncIterator[T]) -> None:
         try:
             async for item in iterator:
-                await queue.put((index, item))
+                queue.put_nowait((index, item))
         except Exception as error:  # handed to the consumer, which raises it
-            await queue.put((index, error))
+            queue.put_nowait((index, error))
         finally:
-            await queue.put((index, finished))
+            queue.put_nowait((index, finished))
 
     tasks = [asyncio.ensure_future(drain(i, it)) for i, it in enumerate(iterators)]
     try:
         running = len(tasks)
         while running:
-            index, item = await queue.get()
-            if item is finished:
-                running -= 1
-            elif isinstance(item, Exception):
-                raise item
-            else:
-                yield index, item
+            arrived = []
+            if queue.empty():
+                try:
+                    arrived.append(await asyncio.wait_for(queue.get(), ping_interval or None))
+                except asyncio.TimeoutError:
+                    yield None
+                    continue
+            while not queue.empty():
+                arrived.append(queue.get_nowait())
+            batch = []
+            for index, item in arrived:
+                if item is finished:
+                    running -= 1
+                elif isinstance(item, Exception):
+                    if batch:  # what arrived before the failure still goes out
+                        yield batch
+                    raise item
+                else:
+                    batch.append((index, item))
+            if batch:
+                yield batch
     finally:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         for iterator in iterators:
-            await _close(iterator)
+            close = getattr(iterator, "aclose", None)
+            if close is not None:  # now, not at garbage collection: for an engine job, that cancels it
+                await close()

@@ -74,6 +74,8 @@ def test_error_after_the_stream_started_is_an_error_event(client: openai.OpenAI,
                      json={**CHAT, "messages": [{"role": "user", "content": "CRASH:partial"}]}) as response:
         body = response.read().decode()
     events = frames(body)
+    streamed = "".join(json.loads(e[6:])["choices"][0]["delta"].get("content") or "" for e in events[:-1])
+    assert streamed == "partial", "what was generated before the failure is delivered"
     error = json.loads(events[-1][6:])["error"]
     assert "injected fault" in error["message"] and error["type"] == "server_error"
     assert "data: [DONE]" not in events
