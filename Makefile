@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: test lint bench clean
+.PHONY: test lint bench serve clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,10 @@ lint: $(VENV)/.installed
 
 test: lint
 	$(BIN)/python -m pytest tabby_fixed tests
+
+# With a config.yml here, serve what it says; without one, the scripted demo model on port 5000.
+serve: $(VENV)/.installed
+	$(BIN)/tabby-fixed serve $(if $(wildcard config.yml),,--model-dir examples/models --model-name demo)
 
 bench: $(VENV)/.installed
 	$(BIN)/python -m bench.parser_stream
