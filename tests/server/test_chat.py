@@ -168,3 +168,15 @@ def test_text_completion(http: httpx.Client):
     lines = [line for line in http.post("/v1/completions", json={"prompt": "RAW:plain text", "stream": True})
              .text.split("\r\n\r\n") if line.startswith("data: {")]
     assert "".join(json.loads(line[6:])["choices"][0]["text"] for line in lines) == "plain text"
+
+
+def test_several_choices(client: openai.OpenAI, http: httpx.Client):
+    text = SEED_OUTPUTS["indentation"]
+    response = client.chat.completions.create(model="tester", messages=ask(text), tools=TOOLS, n=2)
+    assert [c.index for c in response.choices] == [0, 1]
+    assert all(json.loads(c.message.tool_calls[0].function.arguments)["content"] == "    return x\n"
+               for c in response.choices)
+    chunks = list(client.chat.completions.create(model="tester", messages=ask(text), tools=TOOLS, n=2, stream=True))
+    assert all(len(c.choices) == 1 for c in chunks)
+    finishes = sorted((c.choices[0].index, c.choices[0].finish_reason) for c in chunks if c.choices[0].finish_reason)
+    assert finishes == [(0, "tool_calls"), (1, "tool_calls")]

@@ -132,9 +132,9 @@ def test_awkward_string_values(case, value):
     assert calls_of(parse(case, case.write([call]))) == [call]
 
 
+@pytest.mark.parametrize("case", [c for c in CASES if c.value_close], ids=lambda c: c.name)
 def test_value_containing_its_own_closing_tag(case):
-    if case.value_close is None:
-        pytest.skip("JSON bodies escape nothing that could end them")
+    """JSON bodies escape everything; XML values can hold their own closing tag when text follows it."""
     value = f"see {case.value_close} here and {case.value_close}\nthere"
     call = ("write_file", {"path": "p", "content": value})
     assert calls_of(parse(case, case.write([call]))) == [call]
