@@ -78,8 +78,9 @@ def serving(app: FastAPI, requested: str | None) -> LoadedModel:
                           "with POST /v1/model/load.")
     if requested and requested != model.name and config.model.inline_model_loading \
             and requested not in config.model.dummy_model_names:
-        folder = config.resolve(config.model.model_dir) / requested
-        if folder.parent != config.resolve(config.model.model_dir) or not folder.is_dir():
+        model_dir = config.resolve(config.model.model_dir).resolve()
+        folder = (model_dir / requested).resolve()
+        if folder.parent != model_dir or not folder.is_dir():
             raise not_found(f"The model '{requested}' does not exist in {config.model.model_dir}; the loaded model "
                             f"is '{model.name}'.", param="model")
         raise ApiError(400, f"Switching to '{requested}' by request is not supported yet; the loaded model is "

@@ -92,12 +92,13 @@ def test_body_over_the_limit(workspace):
         assert httpx.post(url, headers=headers, json={"messages": USER}).status_code == 200
 
 
-def test_unknown_model_with_inline_loading(workspace):
+@pytest.mark.parametrize("name", ["no-such-model", "../models", "../../etc", "/etc"])
+def test_unknown_model_with_inline_loading(workspace, name):
     for server in serve(workspace, "tester", "--inline-model-loading", "true"):
         response = httpx.post(server.v1 + "/chat/completions", headers={"authorization": f"Bearer {API_KEY}"},
-                              json={"model": "no-such-model", "messages": USER})
+                              json={"model": name, "messages": USER})
         error = error_of(response, 404)
-        assert "no-such-model" in error["message"] and error["param"] == "model"
+        assert name in error["message"] and error["param"] == "model"
 
 
 def test_any_model_name_is_served_without_inline_loading(http: httpx.Client):
