@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: test lint bench serve clean
+.PHONY: test lint bench serve probe clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,14 @@ test: lint
 # With a config.yml here, serve what it says; without one, the scripted demo model on port 5000.
 serve: $(VENV)/.installed
 	$(BIN)/tabby-fixed serve $(if $(wildcard config.yml),,--model-dir examples/models --model-name demo)
+
+# Start the demo model on a spare port, probe it, stop it: the tool-argument check on any machine.
+PROBE_PORT ?= 5055
+probe: $(VENV)/.installed
+	@$(BIN)/tabby-fixed serve --model-dir examples/models --model-name demo --port $(PROBE_PORT) \
+		--disable-auth true > .probe-server.log 2>&1 & server=$$!; \
+	trap "kill $$server" EXIT; \
+	$(BIN)/tabby-fixed probe --base-url http://127.0.0.1:$(PROBE_PORT)/v1 --model demo --wait 60
 
 bench: $(VENV)/.installed
 	$(BIN)/python -m bench.parser_stream

@@ -1,4 +1,4 @@
-"""``tabby-fixed serve``: run the server with TabbyAPI's config sources."""
+"""``tabby-fixed serve`` (the default) and ``tabby-fixed probe``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 import sys
 
 from .config import ConfigError, add_config_arguments, load_config
+from .probe import add_probe_arguments, run_probe
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -16,9 +17,13 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command")
     serve = commands.add_parser("serve", help="run the server (the default)")
     add_config_arguments(serve)
-    if not argv or argv[0] not in ("serve", "-h", "--help"):
+    probe = commands.add_parser("probe", help="check any OpenAI-compatible server's tool-call arguments")
+    add_probe_arguments(probe)
+    if not argv or argv[0] not in ("serve", "probe", "-h", "--help"):
         argv.insert(0, "serve")
-    parser.parse_args(argv)  # --help and unknown flags end here with argparse's own message
+    options = parser.parse_args(argv)  # --help and unknown flags end here with argparse's own message
+    if options.command == "probe":
+        return run_probe(options)
     logging.basicConfig(level=os.environ.get("TABBY_LOG_LEVEL", "INFO").upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

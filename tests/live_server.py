@@ -28,7 +28,13 @@ class LiveServer:
 
 @contextlib.contextmanager
 def live_server(config: TabbyConfig) -> Iterator[LiveServer]:
-    app = create_app(config)
+    with live_app(create_app(config)) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def live_app(app: FastAPI) -> Iterator[LiveServer]:
+    """Any ASGI app under real uvicorn: the server tests' and the probe tests' stand-in servers."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2))
