@@ -191,6 +191,8 @@ class DraftModelConfig(_Section):
 class SamplingConfig(_Section):
     override_preset: str | None = Field(
         None, description="Sampler override preset (a file name in sampler_overrides/, without .yml).")
+    model_card_defaults: bool = Field(
+        True, description="Use the model's generation_config.json values for sampler fields a request leaves out.")
 
 
 class DeveloperConfig(_Section):
@@ -250,7 +252,8 @@ class TabbyConfig(_Section):
 SECTIONS: dict[str, type[BaseModel]] = {
     name: field.annotation for name, field in TabbyConfig.model_fields.items() if name != "config_dir"
 }
-_OVERLAY_SECTIONS: dict[str, type[BaseModel]] = {"model": ModelConfig, "draft_model": DraftModelConfig}
+_OVERLAY_SECTIONS: dict[str, type[BaseModel]] = {"model": ModelConfig, "draft_model": DraftModelConfig,
+                                                 "sampling": SamplingConfig}
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -531,7 +534,8 @@ def load_config(
 
 
 def model_overlay(folder: Path) -> dict[str, dict[str, Any]]:
-    """The ``model`` and ``draft_model`` blocks of a model folder's tabby_config.yml, blank keys dropped.
+    """The ``model``, ``draft_model`` and ``sampling`` blocks of a model folder's tabby_config.yml,
+    blank keys dropped.
 
     A model's author knows its settings best (tool format, reasoning tags), so these win over
     the server's config at load time. A folder without the file gives {}.

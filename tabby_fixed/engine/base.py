@@ -17,7 +17,7 @@ generate. ``generate`` is an async iterator of ``Step`` objects ending with exac
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -25,17 +25,23 @@ from ..errors import ApiError
 
 
 @dataclass(frozen=True)
+class Constraint:
+    """What the output must match: any JSON value, a JSON schema, a regex, or a grammar
+    (Lark, or GBNF when it contains ``::=``)."""
+
+    kind: Literal["json", "json_schema", "regex", "grammar"]
+    value: Any = None
+
+
+@dataclass(frozen=True)
 class GenerationParams:
-    """Sampling and limits for one job. Fields an engine cannot honour are ignored by it."""
+    """Limits, sampler and constraint for one job. Sampler fields an engine cannot honour are
+    ignored by it (the server logs which, at debug level)."""
 
     max_tokens: int | None = None  # None: up to the end of the context
-    stop: tuple[str, ...] = ()
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-    min_p: float = 0.0
-    seed: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    stop: tuple[str | int, ...] = ()  # strings, or token ids
+    sampler: Mapping[str, Any] = field(default_factory=dict)  # every sampler field's effective value
+    constraint: Constraint | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,8 @@ class ModelInfo:
 
 class Engine(Protocol):
     info: ModelInfo
+    #: Sampler fields this engine applies; a request setting others gets a debug log line.
+    sampler_fields: frozenset[str]
 
     def encode(self, text: str, *, add_bos: bool = False, special_tokens: bool = True) -> list[int]: ...
 

@@ -7,6 +7,7 @@ gets an error that says so instead of a silent fallback.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from .base import Engine
@@ -24,12 +25,16 @@ def engine_kind(folder: Path, requested: str) -> str:
 
 
 def open_engine(folder: Path, requested: str, *, max_seq_len: int | None = None, prompt_template: str | None = None,
-                templates_dir: Path | None = None) -> Engine:
+                templates_dir: Path | None = None, progress: Callable[[int, int], None] | None = None) -> Engine:
+    """The engine for a model folder, loaded; ``progress(module, modules)`` reports each module loaded."""
     if not folder.is_dir():
         raise EngineUnavailable(f"model folder {folder} does not exist")
     kind = engine_kind(folder, requested)
     if kind == "scripted":
-        return ScriptedEngine(folder, max_seq_len=max_seq_len, prompt_template=prompt_template,
-                              templates_dir=templates_dir)
+        engine = ScriptedEngine(folder, max_seq_len=max_seq_len, prompt_template=prompt_template,
+                                templates_dir=templates_dir)
+        if progress:
+            progress(1, 1)
+        return engine
     raise EngineUnavailable(f"{folder.name} needs the {kind} engine, which this build does not include yet; "
                             f"serve a scripted model (a folder with scripted.yml) or set model.engine: scripted")

@@ -25,6 +25,7 @@ and goes through the same limits as a real model's: stop strings, ``max_tokens``
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import string
 import time
@@ -33,11 +34,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import yaml
 
 from ..templating import find_chat_template
 from ..toolcalls.scanner import scan
-from .base import Finish, GenerationRequest, ModelInfo, Step, completion_budget
+from .base import Constraint, Finish, GenerationRequest, ModelInfo, Step, completion_budget
 
 BUILTIN_TEMPLATE = Path(__file__).with_name("chatml_tools.jinja")
 _PIECES = re.compile(r"\w+|\s+|[^\w\s]")
@@ -50,7 +52,8 @@ class ScriptError(ValueError):
 
 
 class ScriptedFailure(RuntimeError):
-    """The failure a response's ``error`` asks for, raised mid-generation like an engine fault."""
+    """The failure a response's ``error`` asks for, raised mid-generation like an engine fault;
+    also a job cut short by an unload, and output that breaks the request's constraint."""
 
 
 @dataclass(frozen=True)
@@ -137,7 +140,28 @@ class _Tokenizer:
         return [piece or "" for piece in pieces]
 
 
+def check_constraint(text: str, constraint: Constraint | None) -> None:
+    """Scripted output cannot be steered, so it is checked: a mismatch fails the job, as a real
+    engine's output never could. Grammars are not checked (no grammar engine here)."""
+    if constraint is None or constraint.kind == "grammar":
+        return
+    if constraint.kind == "regex":
+        if re.fullmatch(constraint.value, text, re.DOTALL) is None:
+            raise ScriptedFailure(f"the scripted output does not match the regex {constraint.value!r}")
+        return
+    try:
+        value = json.loads(text)
+    except ValueError as error:
+        raise ScriptedFailure(f"the scripted output is not JSON: {error}") from error
+    if constraint.kind == "json_schema":
+        problem = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(constraint.value).iter_errors(value))
+        if problem is not None:
+            raise ScriptedFailure(f"the scripted output does not match the JSON schema: {problem.message}")
+
+
 class ScriptedEngine:
+    sampler_fields = frozenset({"max_tokens", "stop"})
+
     def __init__(self, folder: Path, *, max_seq_len: int | None = None, prompt_template: str | None = None,
                  templates_dir: Path | None = None) -> None:
         path = folder / "scripted.yml"
@@ -150,6 +174,7 @@ class ScriptedEngine:
         self._delay = delay / 1000
         self._tokenizer = _Tokenizer(folder)
         self._active = 0
+        self._unloaded = False
         template_file = script.get("chat_template")
         if template_file:
             template = (Path(template_file).stem, (folder / template_file).read_text(encoding="utf-8"))
@@ -178,7 +203,8 @@ class ScriptedEngine:
         return self._active
 
     async def unload(self) -> None:
-        """Nothing is held beyond Python objects."""
+        """Running jobs end at their next token with an error, as a real engine's are cancelled."""
+        self._unloaded = True
 
     def answer(self, last_user_text: str) -> tuple[str, str | None]:
         """The scripted output for a message, and the failure to raise after it (if any)."""
@@ -193,17 +219,23 @@ class ScriptedEngine:
         prompt_tokens = len(self.encode(request.prompt))
         budget = completion_budget(prompt_tokens, self.info.max_seq_len, request.params.max_tokens)
         output, failure = self.answer(request.last_user_text)
-        return self._replay(self._tokenizer.pieces(output), budget, request.params.stop, prompt_tokens, failure)
+        stops = tuple(stop for stop in request.params.stop if isinstance(stop, str) and stop)
+        return self._replay(self._tokenizer.pieces(output), budget, stops, prompt_tokens, failure,
+                            request.params.constraint)
 
     async def _replay(self, pieces: list[str], budget: int, stops: tuple[str, ...], prompt_tokens: int,
-                      failure: str | None) -> AsyncIterator[Step | Finish]:
+                      failure: str | None, constraint: Constraint | None) -> AsyncIterator[Step | Finish]:
         self._active += 1
         started = time.perf_counter()
         held = ""  # text that could still be the start of a stop string
+        emitted: list[str] = []
         count = 0
         try:
             for piece in pieces:
+                if self._unloaded:
+                    raise ScriptedFailure("the job was aborted because the model was unloaded")
                 if count == budget:
+                    check_constraint("".join(emitted), constraint)
                     yield Finish("length", prompt_tokens, count, completion_seconds=time.perf_counter() - started)
                     return
                 if self._delay:
@@ -215,17 +247,22 @@ class ScriptedEngine:
                 size, stop = scan(text, stops, final=False)
                 if stop is not None:
                     if size:
+                        emitted.append(text[:size])
                         yield Step(text[:size])
+                    check_constraint("".join(emitted), constraint)
                     yield Finish("stop", prompt_tokens, count, stop_str=stop,
                                  completion_seconds=time.perf_counter() - started)
                     return
                 held = text[size:]
                 if size:
+                    emitted.append(text[:size])
                     yield Step(text[:size])
             if held:
+                emitted.append(held)
                 yield Step(held, token_count=0)
             if failure is not None:
                 raise ScriptedFailure(failure)
+            check_constraint("".join(emitted), constraint)
             yield Finish("stop", prompt_tokens, count, completion_seconds=time.perf_counter() - started)
         finally:
             self._active -= 1

@@ -26,7 +26,7 @@ from ..auth import KeyStore
 from ..config import TabbyConfig
 from ..errors import ApiError
 from . import openai, tabby
-from .state import LoadedModel, load_model
+from .models import ModelManager
 
 logger = logging.getLogger(__name__)
 
@@ -35,22 +35,27 @@ def create_app(config: TabbyConfig) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         watcher = asyncio.ensure_future(app.state.keys.watch())
-        if config.model.model_name and app.state.model is None:
-            app.state.model = load_model(config, config.model.model_name)
+        if config.sampling.override_preset:
+            try:
+                app.state.models.select_preset(config.sampling.override_preset)
+            except ApiError as error:
+                logger.warning("sampling.override_preset: %s", error.message)
+        if config.model.model_name:
+            await app.state.models.load(config.model.model_name)
         try:
             yield
         finally:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
-            model: LoadedModel | None = app.state.model
-            if model is not None:
-                await model.engine.unload()
+            await app.state.models.unload()
 
     app = FastAPI(title="tabby-fixed", version=__version__, lifespan=lifespan)
     app.state.config = config
     app.state.keys = KeyStore(config.resolve("api_tokens.yml"), disabled=config.network.disable_auth)
     app.state.model = None
+    app.state.preset = None
+    app.state.models = ModelManager(app)
     app.state.health_issues = []
     app.add_middleware(_Unexpected)
     app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["*"], allow_headers=["*"],

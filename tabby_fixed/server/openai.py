@@ -16,33 +16,41 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from ..auth import require_api
+from ..auth import ApiPermission
 from ..chat import build_prompt, last_user_text, output_parser
 from ..engine.base import Finish, GenerationParams, GenerationRequest, Step
 from ..errors import ApiError
 from ..output import ChatOutput, OutputEvent, OutputParser
 from ..reasoning import ReasoningDelta
+from ..sampling import resolve
+from ..sampling.constraints import constraint_for
 from ..toolcalls import ContentDelta, ToolCallArgs, ToolCallBegin
+from .models import LoadedModel
 from .requests import ChatCompletionRequest, CompletionRequest, GenerationFields, parse_body
 from .sse import DONE, frame, ping, run_jobs, sse_response
-from .state import LoadedModel, read_body, serving
+from .state import read_body, serving
 
-router = APIRouter(prefix="/v1", tags=["openai"], dependencies=[Depends(require_api)])
+router = APIRouter(prefix="/v1", tags=["openai"])
 logger = logging.getLogger(__name__)
 
 
-def _params(fields: GenerationFields) -> GenerationParams:
-    defaults = GenerationParams()
-    return GenerationParams(
-        max_tokens=fields.max_tokens, stop=fields.stops,
-        temperature=defaults.temperature if fields.temperature is None else fields.temperature,
-        top_k=defaults.top_k if fields.top_k is None else max(fields.top_k, 0),
-        top_p=defaults.top_p if fields.top_p is None else fields.top_p,
-        min_p=defaults.min_p if fields.min_p is None else fields.min_p,
-        seed=fields.seed)
+def _generation(app: FastAPI, model: LoadedModel, fields: GenerationFields) -> tuple[GenerationParams, str]:
+    """The job's parameters from every sampler layer, and the ``x-sampler-source`` summary."""
+    effective = resolve(fields.sampler_values(), app.state.preset, model.card)
+    values = effective.values
+    if app.state.config.logging.log_generation_params:
+        logger.info("generation params (%s): %s", effective.summary(),
+                    {k: v for k, v in values.items() if effective.sources[k] != "default"})
+    ignored = [name for name in effective.set_by("forced", "request", "preset", "card")
+               if name not in model.engine.sampler_fields]
+    if ignored:
+        logger.debug("the %s engine does not apply: %s", type(model.engine).__name__, ", ".join(ignored))
+    params = GenerationParams(max_tokens=values["max_tokens"], stop=tuple(values["stop"] or ()), sampler=values,
+                              constraint=constraint_for(fields.response_format, values))
+    return params, effective.summary()
 
 
 def _usage(finishes: list[Finish]) -> dict[str, Any]:
@@ -71,8 +79,7 @@ def _call_id() -> str:
 class _Choices:
     """The jobs of one request, started together; the context check happens here, before any reply."""
 
-    def __init__(self, model: LoadedModel, prompts: list[str], fields: GenerationFields, last_user: list[str]) -> None:
-        params = _params(fields)
+    def __init__(self, model: LoadedModel, prompts: list[str], params: GenerationParams, last_user: list[str]) -> None:
         self.jobs = [model.engine.generate(GenerationRequest(prompt, params, user))
                      for prompt, user in zip(prompts, last_user, strict=True)]
         self.finishes: list[Finish | None] = [None] * len(self.jobs)
@@ -104,21 +111,23 @@ async def _guarded(body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
 # -- chat ---------------------------------------------------------------------------------------
 
 @router.post("/chat/completions")
-async def chat_completions(request: Request) -> Response:
+async def chat_completions(request: Request, permission: ApiPermission) -> Response:
     chat: ChatCompletionRequest = parse_body(await read_body(request), ChatCompletionRequest)
-    model = serving(request.app, chat.model)
+    model = await serving(request.app, chat.model, permission)
     prompt = build_prompt(model.chat, chat)
     if request.app.state.config.logging.log_prompt:
         logger.info("prompt:\n%s", prompt)
-    choices = _Choices(model, [prompt] * chat.n, chat, [last_user_text(chat)] * chat.n)
+    params, sources = _generation(request.app, model, chat)
+    choices = _Choices(model, [prompt] * chat.n, params, [last_user_text(chat)] * chat.n)
     parsers = [output_parser(model.chat, chat, prompt) for _ in range(chat.n)]
     reply = _Reply("chatcmpl", model.name)
+    headers = {"x-sampler-source": sources}
     if chat.stream and not request.app.state.config.developer.disable_request_streaming:
         include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
         interval = request.app.state.config.network.sse_ping_interval
-        return sse_response(_guarded(_stream_chat(reply, choices, parsers, include_usage, interval)))
+        return sse_response(_guarded(_stream_chat(reply, choices, parsers, include_usage, interval)), headers)
     outputs = await _collect(choices, parsers)
-    return JSONResponse(reply.chat_completion(outputs, choices.done()))
+    return JSONResponse(reply.chat_completion(outputs, choices.done()), headers=headers)
 
 
 async def _collect(choices: _Choices, parsers: list[OutputParser]) -> list[ChatOutput]:
@@ -209,23 +218,25 @@ async def _stream_chat(reply: _Reply, choices: _Choices, parsers: list[OutputPar
 # -- text completions ---------------------------------------------------------------------------
 
 @router.post("/completions")
-async def completions(request: Request) -> Response:
+async def completions(request: Request, permission: ApiPermission) -> Response:
     completion: CompletionRequest = parse_body(await read_body(request), CompletionRequest)
-    model = serving(request.app, completion.model)
+    model = await serving(request.app, completion.model, permission)
     prompts = [p for p in completion.prompts for _ in range(completion.n)]
-    choices = _Choices(model, prompts, completion, prompts)
+    params, sources = _generation(request.app, model, completion)
+    choices = _Choices(model, prompts, params, prompts)
     reply = _Reply("cmpl", model.name)
+    headers = {"x-sampler-source": sources}
     if completion.stream and not request.app.state.config.developer.disable_request_streaming:
         include_usage = bool(completion.stream_options and completion.stream_options.include_usage)
         interval = request.app.state.config.network.sse_ping_interval
-        return sse_response(_guarded(_stream_text(reply, choices, include_usage, interval)))
+        return sse_response(_guarded(_stream_text(reply, choices, include_usage, interval)), headers)
     texts: list[list[str]] = [[] for _ in prompts]
     async for batch in choices.steps():
         for index, item in batch or ():
             if isinstance(item, Step):
                 texts[index].append(item.text)
     finishes = choices.done()
-    return JSONResponse({
+    return JSONResponse(headers=headers, content={
         "id": reply.id, "object": "text_completion", "created": reply.created, "model": reply.model,
         "choices": [{"index": i, "text": "".join(pieces), "logprobs": None, "finish_reason": _finish_reason(finish),
                      "stop_str": finish.stop_str}

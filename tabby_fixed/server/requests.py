@@ -1,8 +1,8 @@
 """Request bodies of the OpenAI routes, checked field by field.
 
 Unknown fields are accepted (clients send ``store``, ``metadata``, ``user`` and more), known
-fields are typed so a wrong type is a 400 naming the field. Sampler fields beyond the common
-ones arrive in a later change; until then they are accepted and ignored.
+fields are typed so a wrong type is a 400 naming the field. The sampler fields, with TabbyAPI's
+aliases, live in ``sampling/fields.py``.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import ApiError
+from ..sampling import SamplerFields
 
 
 class _Body(BaseModel):
@@ -70,27 +71,19 @@ class StreamOptions(_Body):
     include_usage: bool = False
 
 
-class GenerationFields(_Body):
-    """Fields shared by chat and text completions."""
+class ResponseFormat(_Body):
+    type: Literal["text", "json_object", "json_schema", "json"] = "text"
+    json_schema: dict[str, Any] | None = None
+
+
+class GenerationFields(SamplerFields):
+    """Fields shared by chat and text completions: the sampler fields, and how to answer."""
 
     model: str | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
     n: int = Field(1, ge=1, le=16)
-    max_tokens: int | None = Field(None, ge=0, validation_alias=AliasChoices(
-        "max_tokens", "max_completion_tokens", "max_length"))
-    stop: str | list[str] | None = Field(None, validation_alias=AliasChoices("stop", "stop_sequence"))
-    temperature: float | None = Field(None, ge=0, le=10)
-    top_p: float | None = Field(None, ge=0, le=1)
-    top_k: int | None = Field(None, ge=-1)
-    min_p: float | None = Field(None, ge=0, le=1)
-    seed: int | None = None
-
-    @property
-    def stops(self) -> tuple[str, ...]:
-        if self.stop is None:
-            return ()
-        return (self.stop,) if isinstance(self.stop, str) else tuple(s for s in self.stop if s)
+    response_format: ResponseFormat | None = None
 
 
 class ChatCompletionRequest(GenerationFields):

@@ -31,8 +31,8 @@ def ping() -> bytes:
     return f": ping - {datetime.now(timezone.utc).isoformat(sep=' ')}\r\n\r\n".encode()
 
 
-def sse_response(body: AsyncIterator[bytes]) -> StreamingResponse:
-    return StreamingResponse(body, media_type="text/event-stream", headers=SSE_HEADERS)
+def sse_response(body: AsyncIterator[bytes], headers: dict[str, str] | None = None) -> StreamingResponse:
+    return StreamingResponse(body, media_type="text/event-stream", headers={**SSE_HEADERS, **(headers or {})})
 
 
 async def run_jobs(iterators: list[AsyncIterator[T]],

@@ -5,16 +5,17 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from .. import __version__
-from ..auth import ApiPermission, require_api
+from ..auth import ApiPermission
 from ..chat import template_messages
 from ..errors import ApiError
 from ..templating import ChatTemplateError, render_chat
+from .models import LoadedModel
 from .requests import DecodeRequest, EncodeRequest, parse_body
-from .state import LoadedModel, read_body, serving
+from .state import read_body, serving
 
 router = APIRouter(tags=["tabby"])
 
@@ -66,9 +67,9 @@ async def list_models(request: Request, permission: ApiPermission) -> dict[str, 
     return {"object": "list", "data": [_card(name) for name in names]}
 
 
-@router.get("/v1/model", dependencies=[Depends(require_api)])
-async def current_model(request: Request) -> dict[str, Any]:
-    model = serving(request.app, None)
+@router.get("/v1/model")
+async def current_model(request: Request, permission: ApiPermission) -> dict[str, Any]:
+    model = await serving(request.app, None, permission)
     return _card(model.name, model)
 
 
@@ -77,17 +78,17 @@ async def permission(permission: ApiPermission) -> dict[str, str]:
     return {"permission": permission}
 
 
-@router.get("/props", dependencies=[Depends(require_api)])
-async def props(request: Request) -> dict[str, Any]:
-    info = serving(request.app, None).engine.info
+@router.get("/props")
+async def props(request: Request, permission: ApiPermission) -> dict[str, Any]:
+    info = (await serving(request.app, None, permission)).engine.info
     return {"total_slots": info.max_batch_size, "chat_template": info.chat_template or "",
             "default_generation_settings": {"n_ctx": info.max_seq_len}}
 
 
-@router.post("/v1/token/encode", dependencies=[Depends(require_api)])
-async def encode(request: Request) -> dict[str, Any]:
+@router.post("/v1/token/encode")
+async def encode(request: Request, permission: ApiPermission) -> dict[str, Any]:
     body: EncodeRequest = parse_body(await read_body(request), EncodeRequest)
-    model = serving(request.app, None)
+    model = await serving(request.app, None, permission)
     text = body.text
     if not isinstance(text, str):
         if not model.chat.chat_template:
@@ -101,8 +102,8 @@ async def encode(request: Request) -> dict[str, Any]:
     return {"tokens": tokens, "length": len(tokens)}
 
 
-@router.post("/v1/token/decode", dependencies=[Depends(require_api)])
-async def decode(request: Request) -> dict[str, str]:
+@router.post("/v1/token/decode")
+async def decode(request: Request, permission: ApiPermission) -> dict[str, str]:
     body: DecodeRequest = parse_body(await read_body(request), DecodeRequest)
-    model = serving(request.app, None)
+    model = await serving(request.app, None, permission)
     return {"text": model.engine.decode(body.tokens, special_tokens=body.decode_special_tokens)}

@@ -1,0 +1,81 @@
+"""Sampler override presets: ``sampler_overrides/<name>.yml`` in TabbyAPI's format.
+
+Each key is a sampler field; its value is ``{override: VALUE, force: BOOL, additive: BOOL}``.
+A forced value beats the request, falsy ones included (upstream skips forcing 0, false, [] and
+null, so "force top_k: 0" did nothing). A non-forced value is a default the request may replace;
+``additive`` (lists only, not forced) puts the preset's items before the request's.
+Presets are looked up next to the config file first, then in the working directory (upstream
+looks only in the working directory).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import ApiError, not_found
+from .fields import checked_values
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+
+
+@dataclass(frozen=True)
+class Override:
+    value: Any
+    force: bool = False
+    additive: bool = False
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str | None  # None: overrides sent inline to the switch route
+    overrides: Mapping[str, Override]
+
+
+def parse_overrides(data: Any, source: str) -> dict[str, Override]:
+    """Overrides from a preset document (or an inline ``overrides`` object), checked field by field."""
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise ApiError(400, f"{source}: expected a mapping of sampler fields", code="invalid_preset")
+    entries: dict[str, Override] = {}
+    for key, entry in data.items():
+        if not isinstance(entry, Mapping) or "override" not in entry:
+            raise ApiError(400, f"{source}: {key} needs an 'override' value (and optional force, additive)",
+                           code="invalid_preset")
+        force, additive = entry.get("force", False), entry.get("additive", False)
+        if not isinstance(force, bool) or not isinstance(additive, bool):
+            raise ApiError(400, f"{source}: {key}: force and additive are true or false", code="invalid_preset")
+        entries[str(key)] = Override(entry["override"], force, additive)
+    values = checked_values({k: o.value for k, o in entries.items()}, source)
+    return {k: Override(values[k], o.force, o.additive) for k, o in entries.items()}
+
+
+def preset_dirs(config_dir: Path, cwd: Path | None = None) -> list[Path]:
+    dirs = [config_dir / "sampler_overrides", (cwd or Path.cwd()) / "sampler_overrides"]
+    return list(dict.fromkeys(d.resolve() for d in dirs))
+
+
+def list_presets(dirs: Iterable[Path]) -> list[str]:
+    return sorted({p.stem for d in dirs if d.is_dir() for p in d.glob("*.yml")})
+
+
+def load_preset(name: str, dirs: Iterable[Path]) -> Preset:
+    if not _NAME.fullmatch(name):
+        raise ApiError(400, f"'{name}' is not a preset name (letters, digits, '_', '-', '.').", param="preset")
+    searched = list(dirs)
+    for folder in searched:
+        path = folder / f"{name}.yml"
+        if path.is_file():
+            try:
+                data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            except (OSError, yaml.YAMLError) as error:
+                raise ApiError(400, f"{path}: {error}", code="invalid_preset") from error
+            return Preset(name, parse_overrides(data, str(path)))
+    raise not_found(f"No sampler preset '{name}': looked for {name}.yml in "
+                    f"{', '.join(str(d) for d in searched)}.", param="preset")
