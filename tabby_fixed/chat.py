@@ -27,6 +27,7 @@ class ChatModel:
 
     name: str
     chat_template: str | None
+    chat_template_name: str | None
     tool_format: str | None
     reasoning: bool
     reasoning_start: str = "<think>"

@@ -10,7 +10,6 @@ looks only in the working directory).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,9 +18,8 @@ from typing import Any
 import yaml
 
 from ..errors import ApiError, not_found
+from ..names import plain_name
 from .fields import checked_values
-
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 
 
 @dataclass(frozen=True)
@@ -66,8 +64,7 @@ def list_presets(dirs: Iterable[Path]) -> list[str]:
 
 
 def load_preset(name: str, dirs: Iterable[Path]) -> Preset:
-    if not _NAME.fullmatch(name):
-        raise ApiError(400, f"'{name}' is not a preset name (letters, digits, '_', '-', '.').", param="preset")
+    plain_name(name, "preset")
     searched = list(dirs)
     for folder in searched:
         path = folder / f"{name}.yml"

@@ -25,7 +25,7 @@ from .. import __version__
 from ..auth import KeyStore
 from ..config import TabbyConfig
 from ..errors import ApiError
-from . import openai, tabby
+from . import admin, openai, tabby
 from .models import ModelManager
 
 logger = logging.getLogger(__name__)
@@ -62,6 +62,7 @@ def create_app(config: TabbyConfig) -> FastAPI:
                        allow_credentials=True)
     app.include_router(openai.router)
     app.include_router(tabby.router)
+    app.include_router(admin.router)
     _add_error_handlers(app)
     return app
 

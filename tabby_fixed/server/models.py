@@ -78,7 +78,8 @@ def open_model(config: TabbyConfig, folder: Path, request: dict[str, Any] | None
         raise ApiError(400, f"Could not load {folder.name}: {error}", code="model_load_failed") from error
     info = engine.info
     chat = ChatModel(
-        name=info.name, chat_template=info.chat_template, tool_format=_tool_format(settings.tool_format, engine),
+        name=info.name, chat_template=info.chat_template, chat_template_name=info.chat_template_name,
+        tool_format=_tool_format(settings.tool_format, engine),
         reasoning=settings.reasoning or info.reasoning, reasoning_start=settings.reasoning_start_token,
         reasoning_end=settings.reasoning_end_token, start_in_reasoning=settings.start_in_reasoning,
         tool_calls_in_reasoning=settings.tool_calls_in_reasoning,

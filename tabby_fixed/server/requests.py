@@ -16,27 +16,29 @@ from ..errors import ApiError
 from ..sampling import SamplerFields
 
 
-class _Body(BaseModel):
+class RequestBody(BaseModel):
+    """Unknown fields are kept, not refused: clients send many we do not use."""
+
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
 
-class FunctionCall(_Body):
+class FunctionCall(RequestBody):
     name: str
     arguments: str | dict[str, Any] = "{}"
 
 
-class ToolCallIn(_Body):
+class ToolCallIn(RequestBody):
     id: str | None = None
     type: str = "function"
     function: FunctionCall
 
 
-class ContentPart(_Body):
+class ContentPart(RequestBody):
     type: str
     text: str | None = None
 
 
-class ChatMessage(_Body):
+class ChatMessage(RequestBody):
     role: str = "user"
     content: str | list[ContentPart] | None = None
     reasoning_content: str | None = Field(None, validation_alias=AliasChoices("reasoning_content", "reasoning"))
@@ -51,27 +53,27 @@ class ChatMessage(_Body):
         return self.content or ""
 
 
-class FunctionSpec(_Body):
+class FunctionSpec(RequestBody):
     name: str
     description: str | None = None
     parameters: dict[str, Any] | None = None
 
 
-class ToolSpec(_Body):
+class ToolSpec(RequestBody):
     type: str = "function"
     function: FunctionSpec
 
 
-class NamedToolChoice(_Body):
+class NamedToolChoice(RequestBody):
     type: str = "function"
     function: dict[str, Any]
 
 
-class StreamOptions(_Body):
+class StreamOptions(RequestBody):
     include_usage: bool = False
 
 
-class ResponseFormat(_Body):
+class ResponseFormat(RequestBody):
     type: Literal["text", "json_object", "json_schema", "json"] = "text"
     json_schema: dict[str, Any] | None = None
 
@@ -115,7 +117,7 @@ class CompletionRequest(GenerationFields):
         return [self.prompt] if isinstance(self.prompt, str) else list(self.prompt)
 
 
-class EncodeRequest(_Body):
+class EncodeRequest(RequestBody):
     text: str | list[ChatMessage]
     add_bos_token: bool = True
     encode_special_tokens: bool = True
@@ -124,14 +126,14 @@ class EncodeRequest(_Body):
                                           validation_alias=AliasChoices("template_vars", "chat_template_kwargs"))
 
 
-class DecodeRequest(_Body):
+class DecodeRequest(RequestBody):
     tokens: list[int]
     add_bos_token: bool = True
     encode_special_tokens: bool = True
     decode_special_tokens: bool = True
 
 
-def parse_body(raw: bytes, model: type[_Body]) -> Any:
+def parse_body(raw: bytes, model: type[RequestBody]) -> Any:
     """A request body as the given model; malformed JSON and wrong fields become a 400 naming the spot."""
     try:
         data = json.loads(raw)

@@ -42,8 +42,8 @@ def _card(name: str, model: LoadedModel | None = None) -> dict[str, Any]:
         card["parameters"] = {
             "max_seq_len": info.max_seq_len, "cache_size": info.cache_size or info.max_seq_len,
             "cache_mode": info.cache_mode, "rope_scale": 1.0, "rope_alpha": 1.0, "max_batch_size": info.max_batch_size,
-            "chunk_size": None, "prompt_template": info.chat_template_name,
-            "prompt_template_content": info.chat_template, "use_vision": False, "draft": None,
+            "chunk_size": None, "prompt_template": model.chat.chat_template_name,
+            "prompt_template_content": model.chat.chat_template, "use_vision": False, "draft": None,
             "tool_format": model.chat.tool_format, "reasoning": model.chat.reasoning}
     return card
 
@@ -80,8 +80,9 @@ async def permission(permission: ApiPermission) -> dict[str, str]:
 
 @router.get("/props")
 async def props(request: Request, permission: ApiPermission) -> dict[str, Any]:
-    info = (await serving(request.app, None, permission)).engine.info
-    return {"total_slots": info.max_batch_size, "chat_template": info.chat_template or "",
+    model = await serving(request.app, None, permission)
+    info = model.engine.info
+    return {"total_slots": info.max_batch_size, "chat_template": model.chat.chat_template or "",
             "default_generation_settings": {"n_ctx": info.max_seq_len}}
 
 
