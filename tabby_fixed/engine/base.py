@@ -63,10 +63,12 @@ class Finish:
     reason: Literal["stop", "length"]
     prompt_tokens: int
     completion_tokens: int
-    cached_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens served from the prefix cache
     stop_str: str | None = None
     prompt_seconds: float = 0.0
     completion_seconds: float = 0.0
+    accepted_draft_tokens: int = 0  # speculative decoding: draft tokens the model confirmed
+    rejected_draft_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,15 @@ class Engine(Protocol):
         """Jobs generating or waiting right now (a cancelled job no longer counts)."""
         ...
 
+    def health_issues(self) -> list[dict[str, str]]:
+        """Failures not yet recovered from, as ``{"time", "description"}``; empty when healthy."""
+        ...
+
     async def unload(self) -> None: ...
+
+
+class EngineUnavailable(RuntimeError):
+    """The model folder needs an engine this machine or build cannot run, or a part it lacks."""
 
 
 def context_exceeded(prompt_tokens: int, max_seq_len: int) -> ApiError:

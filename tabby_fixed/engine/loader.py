@@ -1,8 +1,8 @@
 """Pick and open the engine for a model folder.
 
-``model.engine: auto`` takes the scripted engine for a folder with ``scripted.yml`` and
-ExLlamaV3 otherwise. The ExLlamaV3 engine is not part of this build yet, so a real model folder
-gets an error that says so instead of a silent fallback.
+``model.engine: auto`` takes the scripted engine for a folder with ``scripted.yml``, ExLlamaV3
+otherwise; a real model on a machine that cannot run ExLlamaV3 gets an error that says so,
+never a silent fallback to something else.
 """
 
 from __future__ import annotations
@@ -10,12 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from .base import Engine
+from ..config import DraftModelConfig, MemoryConfig, ModelConfig
+from . import exllamav3
+from .base import Engine, EngineUnavailable
 from .scripted import ScriptedEngine
-
-
-class EngineUnavailable(RuntimeError):
-    """The model folder needs an engine this machine or build cannot run."""
 
 
 def engine_kind(folder: Path, requested: str) -> str:
@@ -24,17 +22,20 @@ def engine_kind(folder: Path, requested: str) -> str:
     return "scripted" if (folder / "scripted.yml").is_file() else "exllamav3"
 
 
-def open_engine(folder: Path, requested: str, *, max_seq_len: int | None = None, prompt_template: str | None = None,
+def open_engine(folder: Path, settings: ModelConfig, draft: DraftModelConfig, memory: MemoryConfig, *,
                 templates_dir: Path | None = None, progress: Callable[[int, int], None] | None = None) -> Engine:
     """The engine for a model folder, loaded; ``progress(module, modules)`` reports each module loaded."""
     if not folder.is_dir():
         raise EngineUnavailable(f"model folder {folder} does not exist")
-    kind = engine_kind(folder, requested)
+    kind = engine_kind(folder, settings.engine)
     if kind == "scripted":
-        engine = ScriptedEngine(folder, max_seq_len=max_seq_len, prompt_template=prompt_template,
+        engine = ScriptedEngine(folder, max_seq_len=settings.max_seq_len, prompt_template=settings.prompt_template,
                                 templates_dir=templates_dir)
         if progress:
             progress(1, 1)
         return engine
-    raise EngineUnavailable(f"{folder.name} needs the {kind} engine, which this build does not include yet; "
-                            f"serve a scripted model (a folder with scripted.yml) or set model.engine: scripted")
+    if not exllamav3.runnable():
+        raise EngineUnavailable(f"{folder.name} needs the ExLlamaV3 engine, which needs the exllamav3 package and a "
+                                f"CUDA GPU; neither is usable here. Serve a scripted model (a folder with "
+                                f"scripted.yml) to try the server without a GPU.")
+    return exllamav3.ExLlamaV3Engine(folder, settings, draft, memory, templates_dir=templates_dir, progress=progress)

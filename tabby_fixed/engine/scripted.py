@@ -202,6 +202,9 @@ class ScriptedEngine:
     def active_jobs(self) -> int:
         return self._active
 
+    def health_issues(self) -> list[dict[str, str]]:
+        return []
+
     async def unload(self) -> None:
         """Running jobs end at their next token with an error, as a real engine's are cancelled."""
         self._unloaded = True

@@ -19,8 +19,8 @@ from fastapi import FastAPI
 
 from ..chat import ChatModel
 from ..config import TabbyConfig, load_settings, model_overlay
-from ..engine.base import Engine
-from ..engine.loader import EngineUnavailable, open_engine
+from ..engine.base import Engine, EngineUnavailable
+from ..engine.loader import open_engine
 from ..errors import ApiError, not_found
 from ..sampling import Preset, load_preset, preset_dirs, read_model_card
 from ..toolcalls import FORMATS, detect_format
@@ -69,10 +69,10 @@ def _tool_format(configured: str | None, engine: Engine) -> str | None:
 def open_model(config: TabbyConfig, folder: Path, request: dict[str, Any] | None = None,
                progress: Progress | None = None) -> LoadedModel:
     """Open a model folder with the config's settings, the request's and the folder's overlay (blocking)."""
-    settings, _draft = load_settings(config, folder, request)
+    settings, draft = load_settings(config, folder, request)
+    draft = draft.model_copy(update={"draft_model_dir": str(config.resolve(draft.draft_model_dir))})
     try:
-        engine = open_engine(folder, settings.engine, max_seq_len=settings.max_seq_len,
-                             prompt_template=settings.prompt_template, templates_dir=config.resolve("templates"),
+        engine = open_engine(folder, settings, draft, config.memory, templates_dir=config.resolve("templates"),
                              progress=progress)
     except (EngineUnavailable, ValueError) as error:
         raise ApiError(400, f"Could not load {folder.name}: {error}", code="model_load_failed") from error

@@ -61,6 +61,9 @@ def _usage(finishes: list[Finish]) -> dict[str, Any]:
     return {
         "prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
         "prompt_tokens_details": {"cached_tokens": finishes[0].cached_tokens if finishes else 0},
+        "completion_tokens_details": {
+            "accepted_prediction_tokens": sum(f.accepted_draft_tokens for f in finishes),
+            "rejected_prediction_tokens": sum(f.rejected_draft_tokens for f in finishes)},
         "prompt_time": prompt_time, "completion_time": completion_time, "total_time": prompt_time + completion_time,
     }
 

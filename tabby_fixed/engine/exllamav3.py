@@ -1,0 +1,357 @@
+"""The ExLlamaV3 engine: EXL3 models on NVIDIA GPUs, with MTP, draft-model and n-gram drafting.
+
+``exllamav3`` (and torch) are imported only when this engine is used, so the rest of the server
+runs without them. The pieces that turn our settings into library calls (context sizes, cache,
+load and generator arguments, the sampler stack, output constraints, jobs) are plain functions,
+checked on CPU against the real library's classes and signatures: the library accepts and
+silently ignores misspelt keyword arguments, so nothing else would catch one.
+
+Generation runs on one synchronous ``Generator`` owned by its own thread (``worker.py``).
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import logging
+import threading
+from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..config import DraftModelConfig, MemoryConfig, ModelConfig
+from ..templating import find_chat_template
+from .base import Constraint, EngineUnavailable, Finish, GenerationRequest, ModelInfo, Step, completion_budget
+from .worker import GeneratorFailed, GeneratorWorker, JobHandle
+
+logger = logging.getLogger(__name__)
+
+PAGE = 256  # the paged cache's page size: cache sizes are multiples of it
+
+#: Sampler fields this engine applies (the others are accepted and logged as ignored).
+SAMPLER_FIELDS = frozenset({
+    "max_tokens", "min_tokens", "stop", "banned_strings", "banned_tokens", "token_healing", "temperature",
+    "temperature_last", "top_k", "top_p", "min_p", "xtc_probability", "xtc_threshold", "frequency_penalty",
+    "presence_penalty", "repetition_penalty", "penalty_range", "repetition_decay", "dry_multiplier", "dry_base",
+    "dry_allowed_length", "dry_range", "dry_sequence_breakers", "logit_bias", "ban_eos_token", "json_schema",
+    "regex_pattern", "grammar_string", "adaptive_target", "adaptive_decay", "loop_detect_window", "seed",
+})
+
+#: Families whose EXL3 checkpoints can carry an MTP head (``draft_mode: mtp``), by ExLlamaV3 module.
+MTP_FAMILIES = {
+    "qwen3_5_mtp": "Qwen3.5 / 3.6 (the *ForConditionalGeneration checkpoints)",
+    "glm4_moe_lite_mtp": "GLM-4.7-Flash",
+    "glm_moe_dsa_mtp": "GLM-5 (GlmMoeDsa)",
+    "glm5_next_mtp": "GLM-5 Next",
+    "hy_v3_mtp": "Hy3 (Hunyuan 3)",
+    "mimo_v2_mtp": "MiMo-V2",
+    "nemotronh_mtp": "Nemotron-H",
+    "qwen4_exp_mtp": "Qwen4 (experimental)",
+    "bailing_hybrid_mtp": "Ling 3.x",
+    "deepseek_v4_mtp": "DeepSeek-V4",
+}
+
+
+def runnable() -> bool:
+    """Whether this machine can run the engine: exllamav3 installed and a CUDA device visible."""
+    if importlib.util.find_spec("exllamav3") is None or importlib.util.find_spec("torch") is None:
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+# -- settings to library arguments (pure, checked on CPU) ----------------------------------------
+
+def context_sizes(settings: ModelConfig, model_max: int) -> tuple[int, int]:
+    """``(max_seq_len, cache_size)``: blank or -1 means the model's own length; the cache holds at
+    least one sequence, in whole pages, and the sequence never exceeds the cache."""
+    max_seq_len = model_max if settings.max_seq_len in (None, -1) else int(settings.max_seq_len)
+    cache_size = settings.cache_size or -(-max_seq_len // PAGE) * PAGE
+    return min(max_seq_len, cache_size), cache_size
+
+
+def cache_layer(cache_mode: str) -> tuple[str | None, dict[str, int]]:
+    """The cache layer class name and its arguments: FP16, or quantised K/V bits ("8,6"; Q8/Q6/Q4)."""
+    mode = cache_mode.upper()
+    if mode == "FP16":
+        return None, {}
+    if mode in ("Q8", "Q6", "Q4"):
+        bits = int(mode[1])
+        return "CacheLayer_quant", {"k_bits": bits, "v_bits": bits}
+    k_bits, v_bits = (int(part) for part in mode.split(","))
+    return "CacheLayer_quant", {"k_bits": k_bits, "v_bits": v_bits}
+
+
+def batch_slots(settings: ModelConfig, recurrent: bool) -> int:
+    """Concurrent jobs: the configured number, else 4 for recurrent models (their state slots
+    are scarce) and 128 otherwise, as upstream."""
+    return settings.max_batch_size or (4 if recurrent else 128)
+
+
+def chunk_size(settings: ModelConfig) -> int:
+    return max(PAGE, -(-settings.chunk_size // PAGE) * PAGE)
+
+
+def load_kwargs(settings: ModelConfig, max_batch_size: int, callback: Callable[[int, int], None] | None) -> dict:
+    """``Model.load`` arguments. One GPU also loads through the split path, because only that
+    path reports progress to the callback."""
+    kwargs: dict[str, Any] = {"max_chunk_size": chunk_size(settings), "max_batch_size": max_batch_size,
+                              "callback": callback, "progressbar": True}
+    if settings.tensor_parallel:
+        kwargs.update(tensor_p=True, tp_backend=settings.tensor_parallel_backend)
+    if settings.gpu_split and not settings.gpu_split_auto:
+        kwargs["use_per_device"] = list(settings.gpu_split)
+    elif not settings.tensor_parallel:
+        kwargs["reserve_per_device"] = [mb / 1024 for mb in settings.autosplit_reserve]
+    return kwargs
+
+
+def draft_tokens(draft: DraftModelConfig, default: int) -> int:
+    return draft.draft_num_tokens or default
+
+
+def generator_kwargs(settings: ModelConfig, draft: DraftModelConfig, memory: MemoryConfig, max_batch_size: int,
+                     num_draft_tokens: int | None) -> dict[str, Any]:
+    """``Generator`` arguments besides the model, cache, tokenizer and draft parts."""
+    kwargs: dict[str, Any] = {"max_batch_size": max_batch_size, "max_chunk_size": chunk_size(settings),
+                              "recurrent_cache_size": memory.sysmem_recurrent_cache * 1024**2,
+                              "cpu_cache_size": memory.sysmem_kv_cache * 1024**2}
+    if num_draft_tokens:
+        kwargs.update(num_draft_tokens=num_draft_tokens, dynamic_draft_tokens=draft.dynamic_draft)
+    if draft.draft_mode == "ngram":
+        kwargs["ngram_match_min"] = draft.ngram_match_min
+    return kwargs
+
+
+def mtp_available(config: Any) -> bool:
+    return "mtp" in getattr(config, "model_classes", {})
+
+
+def check_draft_mode(config: Any, draft: DraftModelConfig, folder: Path) -> str:
+    """The drafting this load will use: ``model``, ``mtp``, ``ngram`` or ``disabled``."""
+    mode = draft.draft_mode
+    if mode == "model" and not draft.draft_model_name:
+        return "disabled"
+    if mode == "mtp" and not mtp_available(config):
+        raise EngineUnavailable(
+            f"draft_mode is mtp, but {folder.name} has no MTP tensors (its config declares no MTP layers, or the "
+            f"EXL3 quant was made without the mtp.* tensors). MTP heads exist for: "
+            f"{', '.join(sorted(set(MTP_FAMILIES.values())))}. Use draft_mode: ngram or disabled.")
+    return mode
+
+
+def sampler_steps(values: Mapping[str, Any], tokenizer: Any = None) -> list[Any]:
+    """The ``CustomSampler`` stack for effective sampler values: penalties and bans first (the
+    library requires it), then truncation and temperature, then the terminal sampling step."""
+    from exllamav3.generator import sampler as s
+
+    sustain = int(1e8) if values["penalty_range"] in (-1, 0) else values["penalty_range"]
+    decay = values["repetition_decay"]
+    steps: list[Any] = []
+    if values["logit_bias"]:
+        steps.append(s.SS_LogitBias({int(k): float(v) for k, v in values["logit_bias"].items()}))
+    if values["repetition_penalty"] != 1.0:
+        steps.append(s.SS_RepP(values["repetition_penalty"], sustain, decay))
+    if values["presence_penalty"] or values["frequency_penalty"]:
+        steps.append(s.SS_PresFreqP(values["presence_penalty"], values["frequency_penalty"], sustain, decay))
+    if values["dry_multiplier"]:
+        steps.append(s.SS_DRY(values["dry_multiplier"], values["dry_base"], values["dry_allowed_length"],
+                              values["dry_range"], values["dry_sequence_breakers"] or None, tokenizer))
+    if values["banned_tokens"]:
+        steps.append(s.SS_BanTokens(list(values["banned_tokens"])))
+    if values["temperature"] == 0 or values["top_k"] == 1:
+        return [*steps, s.SS_Argmax()]
+    temperature = [s.SS_Temperature(values["temperature"])]
+    steps += [] if values["temperature_last"] else temperature
+    if values["top_k"] > 0:
+        steps.append(s.SS_TopK(values["top_k"]))
+    if values["top_p"] < 1.0:
+        steps.append(s.SS_TopP(values["top_p"]))
+    if values["min_p"] > 0.0:
+        steps.append(s.SS_MinP(values["min_p"]))
+    steps += temperature if values["temperature_last"] else []
+    if values["xtc_probability"] > 0:
+        steps.append(s.SS_XTC(values["xtc_probability"], values["xtc_threshold"], tokenizer=tokenizer))
+    if values["adaptive_target"] < 1.0:
+        return [*steps, s.SS_AdaptiveP(values["adaptive_target"], values["adaptive_decay"])]
+    return [*steps, s.SS_Sample()]
+
+
+def output_filters(constraint: Constraint | None, tokenizer: Any) -> list[Any]:
+    """An LLGuidance filter for the request's constraint; it ends the job when the output is complete."""
+    if constraint is None:
+        return []
+    from exllamav3.generator.filter import LLGuidanceFilter
+
+    source: dict[str, Any] = {
+        "json": {"json_schema": {"type": "object"}},
+        "json_schema": {"json_schema": constraint.value},
+        "regex": {"regex": constraint.value},
+        "grammar": {"gbnf_grammar" if "::=" in str(constraint.value) else "lark_grammar": constraint.value},
+    }[constraint.kind]
+    return [LLGuidanceFilter(tokenizer, eos_after_completed=True, **source)]
+
+
+def job_kwargs(values: Mapping[str, Any], budget: int, stops: list[str | int], max_rq_tokens: int) -> dict[str, Any]:
+    """``Job`` arguments besides the prompt, sampler and filters."""
+    window = values["loop_detect_window"] or 0
+    return {"max_new_tokens": budget, "min_new_tokens": values["min_tokens"], "seed": values["seed"],
+            "stop_conditions": stops, "decode_special_tokens": True, "token_healing": values["token_healing"],
+            "banned_strings": list(values["banned_strings"]) or None, "max_rq_tokens": max_rq_tokens,
+            "stop_on_loop": (window, 2) if window > 1 else None}
+
+
+def stop_conditions(eos_ids: list[int], values: Mapping[str, Any]) -> list[str | int]:
+    """End-of-sequence ids (unless ``ban_eos_token``) and the request's stop strings or ids."""
+    requested = [stop for stop in values["stop"] if stop != ""]
+    return ([] if values["ban_eos_token"] else list(dict.fromkeys(eos_ids))) + requested
+
+
+# -- the engine -------------------------------------------------------------------------------
+
+class ExLlamaV3Engine:
+    """One loaded EXL3 model: target, optional draft (model, MTP head or n-gram), paged cache."""
+
+    sampler_fields = SAMPLER_FIELDS
+
+    def __init__(self, folder: Path, settings: ModelConfig, draft: DraftModelConfig, memory: MemoryConfig, *,
+                 templates_dir: Path | None = None, progress: Callable[[int, int], None] | None = None) -> None:
+        import exllamav3 as x
+
+        self._tokenizer_lock = threading.Lock()
+        config = x.Config.from_directory(str(folder))
+        if settings.cpu_moe_offload_layers:
+            config.infer_params.moe_cpu_offload = settings.cpu_moe_offload_layers
+        mode = check_draft_mode(config, draft, folder)
+        self._max_seq_len, cache_size = context_sizes(settings, config.max_position_embeddings)
+        self._model = x.Model.from_config(config)
+        recurrent = bool(self._model.caps.get("recurrent_states"))
+        slots = batch_slots(settings, recurrent)
+        self._draft_model = None
+        draft_cache = None
+        num_draft = None
+        if mode in ("model", "mtp"):
+            draft_config = config if mode == "mtp" else x.Config.from_directory(
+                str(Path(draft.draft_model_dir) / str(draft.draft_model_name)))
+            self._draft_model = x.Model.from_config(draft_config, component="mtp" if mode == "mtp" else "text")
+            num_draft = draft_tokens(draft, self._draft_model.caps.get("default_draft_size", 4))
+            layer, bits = cache_layer(draft.draft_cache_mode)
+            draft_cache = x.Cache(self._draft_model, max_num_tokens=cache_size,
+                                  layer_type=getattr(x, layer) if layer else None, **bits)
+        elif mode == "ngram":
+            num_draft = draft_tokens(draft, 4)
+        layer, bits = cache_layer(settings.cache_mode)
+        self._cache = x.Cache(self._model, max_num_tokens=cache_size, layer_type=getattr(x, layer) if layer else None,
+                              max_batch_size=slots, max_history=num_draft or 0, **bits)
+        self._tokenizer = x.Tokenizer.from_config(config)
+        if self._draft_model is not None:
+            self._draft_model.load(**load_kwargs(settings, slots, None))
+        self._model.load(**load_kwargs(settings, slots, progress))
+        self._model.warmup(cache=self._cache, max_chunk_size=chunk_size(settings))
+        self._eos_ids = list(config.eos_token_id_list)
+        self._max_rq_tokens = chunk_size(settings)
+        generator = generator_kwargs(settings, draft, memory, slots, num_draft)
+        self._worker = GeneratorWorker(lambda: x.Generator(
+            model=self._model, cache=self._cache, tokenizer=self._tokenizer, draft_model=self._draft_model,
+            draft_cache=draft_cache, **generator))
+        self._worker.start()
+        template = find_chat_template(folder, settings.prompt_template, templates_dir)
+        self.info = ModelInfo(
+            name=folder.name, max_seq_len=self._max_seq_len, chat_template=template[1] if template else None,
+            chat_template_name=template[0] if template else None, tool_format=None, reasoning=False,
+            bos_token=self._tokenizer.bos_token, eos_token=self._tokenizer.eos_token, max_batch_size=slots,
+            cache_size=cache_size, cache_mode=settings.cache_mode)
+        logger.info("%s: context %d, cache %d tokens (%s), %d slots, drafting: %s%s", folder.name, self._max_seq_len,
+                    cache_size, settings.cache_mode, slots, mode, f" ({num_draft} tokens)" if num_draft else "")
+
+    def encode(self, text: str, *, add_bos: bool = False, special_tokens: bool = True) -> list[int]:
+        return self._encode(text, add_bos, special_tokens)[0].tolist()
+
+    def _encode(self, text: str, add_bos: bool, special_tokens: bool) -> Any:
+        with self._tokenizer_lock:  # encoding flips a flag shared with the generator thread
+            return self._tokenizer.encode(text, add_bos=add_bos, encode_special_tokens=special_tokens)
+
+    def decode(self, ids: list[int], *, special_tokens: bool = True) -> str:
+        import torch
+
+        with self._tokenizer_lock:
+            return self._tokenizer.decode(torch.tensor(ids, dtype=torch.long), decode_special_tokens=special_tokens)
+
+    def active_jobs(self) -> int:
+        return self._worker.active_jobs()
+
+    def health_issues(self) -> list[dict[str, str]]:
+        return list(self._worker.issues)
+
+    def generate(self, request: GenerationRequest) -> AsyncIterator[Step | Finish]:
+        ids = self._encode(request.prompt, False, True)
+        prompt_tokens = ids.shape[-1]
+        budget = completion_budget(prompt_tokens, self._max_seq_len, request.params.max_tokens)
+        values = request.params.sampler
+        stops = stop_conditions(self._eos_ids, {**values, "stop": list(request.params.stop)})
+
+        def build_job() -> Any:
+            from exllamav3 import Job
+            from exllamav3.generator.sampler import CustomSampler
+
+            with self._tokenizer_lock:
+                return Job(input_ids=ids, sampler=CustomSampler(sampler_steps(values, self._tokenizer)),
+                           filters=output_filters(request.params.constraint, self._tokenizer),
+                           **job_kwargs(values, budget, stops, self._max_rq_tokens))
+
+        return self._results(self._worker.submit(build_job), prompt_tokens)
+
+    async def _results(self, handle: JobHandle, prompt_tokens: int) -> AsyncIterator[Step | Finish]:
+        try:
+            while (result := await handle.results.get()) is not None:
+                if isinstance(result, BaseException):
+                    raise result
+                for step in result_to_steps(result, prompt_tokens):
+                    yield step
+                if result.get("eos"):
+                    return
+        finally:
+            if not handle.done:
+                self._worker.cancel(handle)
+
+    async def unload(self) -> None:
+        """Ends running jobs, closes the generator, frees weights and caches."""
+        import asyncio
+
+        import torch
+
+        await asyncio.to_thread(self._worker.stop)
+        for model in (self._draft_model, self._model):
+            if model is not None:
+                model.unload()
+        self._cache.detach_from_model()
+        self._draft_model = None
+        gc.collect()
+        torch.cuda.empty_cache()
+
+
+def result_to_steps(result: Mapping[str, Any], prompt_tokens: int) -> list[Step | Finish]:
+    """One ``iterate()`` result as our steps; a per-job error raises."""
+    if result.get("stage") == "error":
+        error = result.get("error")
+        raise GeneratorFailed(f"generation failed: {type(error).__name__}: {error}")
+    if result.get("stage") != "streaming":
+        return []
+    ids = result.get("token_ids")
+    count = int(ids.shape[-1]) if ids is not None else 0
+    text = result.get("text") or ""
+    if result.get("eos") and result.get("eos_reason") == "stop_token":
+        text += (result.get("held") or {}).get("text") or ""  # held back as a possible stop string: it was not
+    steps: list[Step | Finish] = [Step(text, count)] if text or count else []
+    if result.get("eos"):
+        reason = result.get("eos_reason")
+        steps.append(Finish(
+            "length" if reason == "max_new_tokens" else "stop", prompt_tokens, int(result.get("new_tokens", 0)),
+            cached_tokens=int(result.get("cached_tokens", 0)),
+            stop_str=result.get("eos_triggering_string") if reason == "stop_string" else None,
+            prompt_seconds=float(result.get("time_prefill", 0.0)),
+            completion_seconds=float(result.get("time_generate", 0.0)),
+            accepted_draft_tokens=int(result.get("accepted_draft_tokens", 0)),
+            rejected_draft_tokens=int(result.get("rejected_draft_tokens", 0))))
+    return steps

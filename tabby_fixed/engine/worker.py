@@ -1,0 +1,157 @@
+"""One generator, one thread: the bridge between ExLlamaV3's synchronous ``Generator`` and asyncio.
+
+ExLlamaV3's own ``AsyncGenerator`` calls ``iterate()`` on the event loop, so every forward pass
+(up to hundreds of milliseconds for a prefill chunk) stalls all HTTP handling. Here the generator
+lives on a dedicated thread that alone touches it (it is not thread-safe). Requests talk to that
+thread through a command queue (enqueue, cancel, stop) and get their results on an asyncio queue
+filled with ``call_soon_threadsafe``, so the loop only ever waits.
+
+A per-job ``"error"`` result fails that job only. An exception from ``iterate()`` itself is fatal
+for the generator: every job in it fails with that error, the generator is rebuilt, and the
+engine reports the failure as a health issue until an iteration succeeds again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+logger = logging.getLogger(__name__)
+
+
+class GeneratorLike(Protocol):
+    """What the worker uses of ``exllamav3.Generator`` (and what the tests' fake provides)."""
+
+    def enqueue(self, job: Any) -> Any: ...
+
+    def cancel(self, job: Any) -> None: ...
+
+    def iterate(self) -> list[dict[str, Any]]: ...
+
+    def num_remaining_jobs(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class GeneratorFailed(RuntimeError):
+    """The generator itself failed; the job was lost with it."""
+
+
+@dataclass(eq=False)
+class JobHandle:
+    """A request's end of one job: results arrive on ``results``; None ends them."""
+
+    loop: asyncio.AbstractEventLoop
+    results: asyncio.Queue[dict[str, Any] | BaseException | None] = field(default_factory=asyncio.Queue)
+    job: Any = None
+    done: bool = False
+
+    def deliver(self, item: dict[str, Any] | BaseException | None) -> None:
+        with contextlib.suppress(RuntimeError):  # a closed event loop: nobody is waiting any more
+            self.loop.call_soon_threadsafe(self.results.put_nowait, item)
+
+
+class GeneratorWorker:
+    def __init__(self, make_generator: Callable[[], GeneratorLike], *, idle_poll: float = 0.5) -> None:
+        self._make_generator = make_generator
+        self._generator: GeneratorLike | None = None
+        self._commands: queue.Queue[tuple[str, Any, Any]] = queue.Queue()
+        self._handles: dict[int, JobHandle] = {}  # id(job) -> handle; only the worker thread touches it
+        self._idle_poll = idle_poll
+        self._thread = threading.Thread(target=self._run, name="exllamav3-generator", daemon=True)
+        self.issues: list[dict[str, str]] = []  # fatal failures not yet recovered from
+
+    def start(self) -> None:
+        self._generator = self._make_generator()
+        self._thread.start()
+
+    def submit(self, build_job: Callable[[], Any]) -> JobHandle:
+        """Queue a job; ``build_job`` runs on the worker thread (it may touch the tokenizer)."""
+        handle = JobHandle(asyncio.get_running_loop())
+        self._commands.put(("enqueue", build_job, handle))
+        return handle
+
+    def cancel(self, handle: JobHandle) -> None:
+        self._commands.put(("cancel", None, handle))
+
+    def active_jobs(self) -> int:
+        return len(self._handles)
+
+    def stop(self) -> None:
+        """Fail what is left, close the generator and end the thread."""
+        if self._thread.is_alive():
+            self._commands.put(("stop", None, None))
+            self._thread.join()
+
+    def _run(self) -> None:
+        running = True
+        while running:
+            running = self._take_commands(block=not self._handles)
+            if running and self._handles:
+                self._iterate()
+        self._fail_all(GeneratorFailed("the model was unloaded"))
+        if self._generator is not None:
+            self._generator.close()
+
+    def _take_commands(self, block: bool) -> bool:
+        while True:
+            try:
+                kind, payload, handle = self._commands.get(timeout=self._idle_poll) if block \
+                    else self._commands.get_nowait()
+            except queue.Empty:
+                return True
+            block = False
+            if kind == "stop":
+                return False
+            if kind == "enqueue":
+                self._enqueue(payload, handle)
+            elif kind == "cancel" and handle.job is not None and id(handle.job) in self._handles:
+                try:
+                    self._generator.cancel(handle.job)  # type: ignore[union-attr]
+                finally:
+                    self._finish(handle, None)
+
+    def _enqueue(self, build_job: Callable[[], Any], handle: JobHandle) -> None:
+        try:
+            handle.job = build_job()
+            self._generator.enqueue(handle.job)  # type: ignore[union-attr]
+        except Exception as error:  # a job that cannot start fails alone
+            handle.deliver(error)
+            return
+        self._handles[id(handle.job)] = handle
+
+    def _iterate(self) -> None:
+        try:
+            results = self._generator.iterate()  # type: ignore[union-attr]
+        except Exception as error:
+            logger.exception("the generator failed; rebuilding it")
+            self.issues.append({"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                "description": f"generator failure: {type(error).__name__}: {error}"})
+            self._fail_all(GeneratorFailed(f"generation failed: {type(error).__name__}: {error}"))
+            self._generator.close()  # type: ignore[union-attr]
+            self._generator = self._make_generator()
+            return
+        self.issues.clear()
+        for result in results:
+            handle = self._handles.get(id(result.get("job")))
+            if handle is None:
+                continue
+            handle.deliver(result)
+            if result.get("eos") or result.get("stage") == "error":
+                self._finish(handle, None)
+
+    def _finish(self, handle: JobHandle, last: BaseException | None) -> None:
+        self._handles.pop(id(handle.job), None)
+        handle.done = True
+        handle.deliver(last)
+
+    def _fail_all(self, error: BaseException) -> None:
+        for handle in list(self._handles.values()):
+            self._finish(handle, error)

@@ -1,0 +1,59 @@
+"""The real ``exllamav3`` package on CPU: only its CUDA extension is stubbed (it cannot build here).
+
+Everything else (Config, Tokenizer, Model.from_config, samplers, LLGuidanceFilter, Job) is the
+library's own code, run against a small synthetic model folder made by these fixtures.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+import unittest.mock
+from pathlib import Path
+
+import pytest
+
+sys.modules.setdefault("exllamav3.ext", types.SimpleNamespace(exllamav3_ext=unittest.mock.MagicMock()))
+import exllamav3  # noqa: E402  (after the stub: the package imports its extension on import)
+
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>", "<think>", "</think>"]
+TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+            "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def make_model_folder(folder: Path, architecture: str = "Qwen3ForCausalLM") -> Path:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=320, special_tokens=SPECIAL,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator(["def write_file(path, content): return path + content\n"] * 20, trainer)
+    tokenizer.save(str(folder / "tokenizer.json"))
+    (folder / "config.json").write_text(json.dumps({
+        "architectures": [architecture], "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 16, "num_hidden_layers": 2, "vocab_size": 320,
+        "max_position_embeddings": 3000, "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "eos_token_id": 2,
+        "tie_word_embeddings": False, "torch_dtype": "float16"}))
+    (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": [2, 0], "temperature": 0.7}))
+    (folder / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|im_end|>", "add_bos_token": False,
+                                                              "chat_template": TEMPLATE}))
+    return folder
+
+
+@pytest.fixture(scope="session")
+def model_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_model_folder(tmp_path_factory.mktemp("exl3") / "tiny-qwen3")
+
+
+@pytest.fixture(scope="session")
+def exl_config(model_folder: Path):
+    return exllamav3.Config.from_directory(str(model_folder))
+
+
+@pytest.fixture(scope="session")
+def tokenizer(exl_config):
+    return exllamav3.Tokenizer.from_config(exl_config)

@@ -1,0 +1,158 @@
+"""Our ExLlamaV3 glue against the real library: every argument we pass exists, and the objects we
+build (samplers, filters, jobs) are accepted by the library's own constructors."""
+
+from __future__ import annotations
+
+import inspect
+
+import exllamav3
+import pytest
+from exllamav3.generator.sampler import CustomSampler
+
+from tabby_fixed.config import DraftModelConfig, MemoryConfig, ModelConfig
+from tabby_fixed.engine.base import Constraint, EngineUnavailable, Finish, Step
+from tabby_fixed.engine.exllamav3 import (
+    cache_layer,
+    check_draft_mode,
+    context_sizes,
+    generator_kwargs,
+    job_kwargs,
+    load_kwargs,
+    output_filters,
+    result_to_steps,
+    sampler_steps,
+    stop_conditions,
+)
+from tabby_fixed.sampling import NEUTRAL
+
+
+def parameters(function) -> set[str]:
+    return set(inspect.signature(function).parameters) - {"self", "kwargs"}
+
+
+@pytest.mark.parametrize(("max_seq_len", "cache_size", "expected"), [
+    (None, None, (3000, 3072)), (-1, None, (3000, 3072)), (1000, None, (1000, 1024)), (8192, 4096, (4096, 4096)),
+    (2048, 8192, (2048, 8192)),
+])
+def test_context_sizes(max_seq_len, cache_size, expected):
+    settings = ModelConfig(max_seq_len=max_seq_len, cache_size=cache_size)
+    assert context_sizes(settings, 3000) == expected
+
+
+@pytest.mark.parametrize(("mode", "expected"), [
+    ("FP16", (None, {})), ("Q4", ("CacheLayer_quant", {"k_bits": 4, "v_bits": 4})),
+    ("8,6", ("CacheLayer_quant", {"k_bits": 8, "v_bits": 6})),
+])
+def test_cache_layers_exist_with_those_arguments(mode, expected):
+    layer, bits = cache_layer(mode)
+    assert (layer, bits) == expected
+    if layer:
+        assert set(bits) <= parameters(getattr(exllamav3, layer).__init__)
+
+
+def test_every_keyword_we_pass_exists_in_the_real_signatures():
+    settings, draft, memory = ModelConfig(tensor_parallel=True, gpu_split=[20, 20], gpu_split_auto=False), \
+        DraftModelConfig(draft_mode="ngram", dynamic_draft=True), MemoryConfig()
+    assert set(load_kwargs(settings, 8, print)) <= parameters(exllamav3.Model.load_gen)
+    assert set(load_kwargs(ModelConfig(), 8, None)) <= parameters(exllamav3.Model.load_gen)
+    ours = set(generator_kwargs(settings, draft, memory, 8, 4)) | {"model", "cache", "tokenizer", "draft_model",
+                                                                    "draft_cache"}
+    assert ours <= parameters(exllamav3.Generator.__init__)
+    job = set(job_kwargs(NEUTRAL, 10, [2], 2048)) | {"input_ids", "sampler", "filters"}
+    assert job <= parameters(exllamav3.Job.__init__)
+    assert {"max_num_tokens", "layer_type", "max_batch_size", "max_history"} <= parameters(exllamav3.Cache.__init__)
+    assert {"component"} <= parameters(exllamav3.Model.from_config)
+    assert {"cache", "max_chunk_size"} <= parameters(exllamav3.Model.warmup)
+
+
+def test_load_arguments_by_split_mode():
+    auto = load_kwargs(ModelConfig(autosplit_reserve=[512, 1024]), 4, None)
+    assert auto["reserve_per_device"] == [0.5, 1.0] and "use_per_device" not in auto
+    manual = load_kwargs(ModelConfig(gpu_split=[20, 24], gpu_split_auto=False), 4, None)
+    assert manual["use_per_device"] == [20, 24] and "reserve_per_device" not in manual
+    parallel = load_kwargs(ModelConfig(tensor_parallel=True, tensor_parallel_backend="nccl"), 4, None)
+    assert parallel["tensor_p"] is True and parallel["tp_backend"] == "nccl"
+
+
+def test_draft_modes(exl_config, model_folder):
+    assert check_draft_mode(exl_config, DraftModelConfig(draft_mode="model"), model_folder) == "disabled"
+    assert check_draft_mode(exl_config, DraftModelConfig(draft_mode="ngram"), model_folder) == "ngram"
+    with pytest.raises(EngineUnavailable, match=r"no MTP tensors.*Qwen3\.5"):
+        check_draft_mode(exl_config, DraftModelConfig(draft_mode="mtp"), model_folder)
+    generator = generator_kwargs(ModelConfig(), DraftModelConfig(draft_mode="ngram", ngram_match_min=3),
+                                 MemoryConfig(), 8, 4)
+    assert generator["ngram_match_min"] == 3 and generator["num_draft_tokens"] == 4
+
+
+@pytest.mark.parametrize("changes", [
+    {}, {"temperature": 0.0}, {"top_k": 1}, {"temperature": 0.7, "top_k": 20, "top_p": 0.8, "min_p": 0.05},
+    {"temperature_last": True, "temperature": 1.5, "min_p": 0.1}, {"repetition_penalty": 1.05, "penalty_range": 512},
+    {"presence_penalty": 1.5, "frequency_penalty": -0.5}, {"logit_bias": {"5": -100.0}, "banned_tokens": [7, 8]},
+    {"dry_multiplier": 0.8, "dry_base": 1.75, "dry_allowed_length": 2}, {"xtc_probability": 0.5},
+    {"adaptive_target": 0.5, "adaptive_decay": 0.9},
+])
+def test_sampler_stacks_are_accepted_by_the_library(tokenizer, changes):
+    steps = sampler_steps({**NEUTRAL, **changes}, tokenizer)
+    CustomSampler(steps)
+    names = [type(step).__name__ for step in steps]
+    greedy = changes.get("temperature") == 0.0 or changes.get("top_k") == 1
+    assert names[-1] == ("SS_Argmax" if greedy else "SS_AdaptiveP" if "adaptive_target" in changes else "SS_Sample")
+    penalties = {"SS_LogitBias", "SS_RepP", "SS_PresFreqP", "SS_DRY", "SS_BanTokens"}
+    first_other = next((i for i, n in enumerate(names) if n not in penalties), len(names))
+    assert not penalties & set(names[first_other:]), "penalties and bans come first"
+
+
+@pytest.mark.parametrize("constraint", [
+    Constraint("json"), Constraint("json_schema", {"type": "object", "properties": {"a": {"type": "integer"}}}),
+    Constraint("regex", "[a-z]+"), Constraint("grammar", 'start: "yes" | "no"'),
+    Constraint("grammar", 'root ::= "yes" | "no"'),
+])
+def test_constraints_become_llguidance_filters(tokenizer, constraint):
+    (output_filter,) = output_filters(constraint, tokenizer)
+    assert type(output_filter).__name__ == "LLGuidanceFilter"
+
+
+def test_a_bad_grammar_is_refused_by_the_library(tokenizer):
+    with pytest.raises(ValueError):
+        output_filters(Constraint("grammar", "root ::= ("), tokenizer)
+
+
+def test_jobs_build_from_our_arguments(tokenizer, exl_config):
+    ids = tokenizer.encode("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n", encode_special_tokens=True)
+    values = {**NEUTRAL, "stop": ["</tool_call>"], "banned_strings": ["bad"], "seed": 1}
+    stops = stop_conditions(exl_config.eos_token_id_list, values)
+    assert stops[:2] == [2, 0] and stops[-1] == "</tool_call>"
+    exllamav3.Job(input_ids=ids, sampler=CustomSampler(sampler_steps(values, tokenizer)),
+                  filters=output_filters(Constraint("json"), tokenizer), **job_kwargs(values, 100, stops, 2048))
+    assert stop_conditions([2], {**values, "ban_eos_token": True}) == ["</tool_call>"]
+
+
+def test_eos_list_takes_generation_config_into_account(exl_config, tokenizer):
+    assert set(exl_config.eos_token_id_list) >= {2, 0}
+    ids = tokenizer.encode("<tool_call>x</tool_call>", encode_special_tokens=True)
+    assert tokenizer.decode(ids[0], decode_special_tokens=True) == "<tool_call>x</tool_call>"
+
+
+class _Tokens:
+    def __init__(self, count: int) -> None:
+        self.shape = (1, count)
+
+
+@pytest.mark.parametrize(("result", "expected"), [
+    ({"stage": "started", "eos": False}, []),
+    ({"stage": "streaming", "eos": False, "text": "hi", "token_ids": _Tokens(1)}, [Step("hi", 1)]),
+    ({"stage": "streaming", "eos": True, "text": "a", "token_ids": _Tokens(1), "eos_reason": "stop_token",
+      "held": {"text": "</"}, "new_tokens": 5, "cached_tokens": 256, "time_prefill": 0.5, "time_generate": 1.0,
+      "accepted_draft_tokens": 3, "rejected_draft_tokens": 1},
+     [Step("a</", 1), Finish("stop", 10, 5, 256, None, 0.5, 1.0, 3, 1)]),
+    ({"stage": "streaming", "eos": True, "eos_reason": "stop_string", "eos_triggering_string": "END",
+      "held": {"text": "END"}, "new_tokens": 2}, [Finish("stop", 10, 2, stop_str="END")]),
+    ({"stage": "streaming", "eos": True, "eos_reason": "max_new_tokens", "new_tokens": 7}, [Finish("length", 10, 7)]),
+])
+def test_results_become_steps(result, expected):
+    assert result_to_steps(result, 10) == expected
+
+
+def test_a_job_error_result_raises():
+    with pytest.raises(RuntimeError, match="boom"):
+        result_to_steps({"stage": "error", "error": ValueError("boom")}, 10)
