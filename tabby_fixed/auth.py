@@ -95,7 +95,7 @@ class KeyStore:
         self._stamp: tuple[int, int] | None = None
         if disabled:
             return
-        if not self.path.exists():
+        if not self.path.exists() or self._empty():
             self._generate()
         # Stat before reading: a write in between then shows up as a change on the next poll.
         self._stamp = self._stat()
@@ -192,12 +192,17 @@ class KeyStore:
         except (UnicodeDecodeError, yaml.YAMLError, KeyFileError) as exc:
             raise KeyFileError(f"{self.path}: {exc}") from exc
 
+    def _empty(self) -> bool:
+        """An empty file, such as one created to be bind-mounted into a container, counts as missing."""
+        return self.path.is_file() and not self.path.read_text(encoding="utf-8", errors="replace").strip()
+
     def _generate(self) -> None:
         api_key, admin_key = secrets.token_hex(16), secrets.token_hex(16)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         text = yaml.safe_dump({"api_key": api_key, "admin_key": admin_key}, sort_keys=False)
-        # Created with owner-only permissions from the start, so the keys are never world-readable.
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        # Created with owner-only permissions from the start, so the keys are never world-readable;
+        # an existing empty file is written in place (a bind mount cannot be replaced).
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if self.path.exists() else os.O_EXCL), 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as file:
             file.write(text)
         logger.info("No API keys were found, so new ones were written to %s", self.path)

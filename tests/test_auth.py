@@ -122,7 +122,6 @@ def test_api_key_as_string_or_list(tmp_path, api_key):
 @pytest.mark.parametrize("text", [
     "api_key: [\n",
     "- a\n- b\n",
-    "",
     "admin_key: x\n",
     "api_key: k\n",
     "api_key: 12345\nadmin_key: x\n",
@@ -302,3 +301,11 @@ def test_watch_reloads_in_the_background(store, tokens):
                 await task
 
     assert asyncio.run(scenario()) == "api"
+
+
+def test_an_empty_key_file_gets_keys_written_in_place(tmp_path):
+    path = tmp_path / "api_tokens.yml"
+    path.touch()  # what `touch api_tokens.yml` before a docker bind mount leaves
+    store = KeyStore(path)
+    data = yaml.safe_load(path.read_text())
+    assert store.check_api({"x-api-key": data["api_key"]}) == "api"
