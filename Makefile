@@ -13,7 +13,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 lint: $(VENV)/.installed
-	$(BIN)/ruff check tabby_fixed tests bench
+	$(BIN)/ruff check tabby_fixed tests bench scripts
 
 test: lint
 	$(BIN)/python -m pytest tabby_fixed tests
