@@ -111,7 +111,7 @@ class ModelConfig(_Section):
         default_factory=list, description="model and draft_model keys reused as defaults by API and inline loads.")
     backend: Literal["exllamav3"] | None = Field(None, description="Model backend; only exllamav3 exists.")
     engine: Literal["auto", "exllamav3", "scripted"] = Field(
-        "auto", description="Engine to run: auto means exllamav3 when it can run, else scripted.")
+        "auto", description="Engine to run: auto means scripted for a folder with scripted.yml, else exllamav3.")
     max_seq_len: int | None = Field(
         None, description="Context length; blank takes the model's own, -1 forces the model's own.")
     cache_size: int | None = Field(
