@@ -1,0 +1,1 @@
+"""Glue that lets other servers use our parser (see ``patches/`` for upstream TabbyAPI)."""
