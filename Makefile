@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: test lint bench serve probe clean
+.PHONY: test lint bench serve probe rebase rebase-continue upstream-check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,16 @@ probe: $(VENV)/.installed
 		--disable-auth true > .probe-server.log 2>&1 & server=$$!; \
 	trap "kill $$server" EXIT; \
 	$(BIN)/tabby-fixed probe --base-url http://127.0.0.1:$(PROBE_PORT)/v1 --model demo --wait 60
+
+# The patch series for upstream TabbyAPI (see README, "Staying on upstream TabbyAPI").
+rebase: $(VENV)/.installed
+	$(BIN)/python scripts/upstream.py rebase $(if $(REF),--ref $(REF)) $(if $(UPSTREAM_URL),--url $(UPSTREAM_URL))
+
+rebase-continue: $(VENV)/.installed
+	$(BIN)/python scripts/upstream.py continue
+
+upstream-check: $(VENV)/.installed
+	$(BIN)/python scripts/upstream.py check
 
 bench: $(VENV)/.installed
 	$(BIN)/python -m bench.parser_stream
