@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 
 import exllamav3
 import pytest
@@ -69,12 +70,12 @@ class FakeGenerator:
         return results
 
 
-def engine_on(fake: FakeGenerator, tokenizer) -> ExLlamaV3Engine:
+def engine_on(fake: FakeGenerator | Callable[[], FakeGenerator], tokenizer) -> ExLlamaV3Engine:
     """The real engine class without its GPU load: tokenizer, limits and worker set as __init__ does."""
     engine = ExLlamaV3Engine.__new__(ExLlamaV3Engine)
     engine._tokenizer, engine._tokenizer_lock = tokenizer, threading.Lock()
     engine._max_seq_len, engine._eos_ids, engine._max_rq_tokens = 3000, [2, 0], 2048
-    engine._worker = GeneratorWorker(lambda: fake, idle_poll=0.05)
+    engine._worker = GeneratorWorker(fake if callable(fake) else lambda: fake, idle_poll=0.05)
     engine._worker.start()
     return engine
 
@@ -143,11 +144,7 @@ def test_a_fatal_generator_error_rebuilds_and_reports_until_recovery(tokenizer):
         built.append(FakeGenerator(["a", "b"], crash_after=1 if not built else None))
         return built[-1]
 
-    engine = ExLlamaV3Engine.__new__(ExLlamaV3Engine)
-    engine._tokenizer, engine._tokenizer_lock = tokenizer, threading.Lock()
-    engine._max_seq_len, engine._eos_ids, engine._max_rq_tokens = 3000, [2], 2048
-    engine._worker = GeneratorWorker(make, idle_poll=0.05)
-    engine._worker.start()
+    engine = engine_on(make, tokenizer)
     with pytest.raises(GeneratorFailed, match="illegal memory access"):
         asyncio.run(collect(engine, request()))
     assert len(built) == 2 and built[0].closed
