@@ -93,8 +93,6 @@ def build_prompt(model: ChatModel, chat: ChatCompletionRequest) -> str:
                        code="template_error") from error
     if chat.continue_final_message:
         prompt = _reopen_final_message(prompt, chat.messages[-1].text())
-    if model.bos_token and prompt.startswith(model.bos_token):
-        prompt = prompt[len(model.bos_token):]
     return prompt + (chat.response_prefix or "")
 
 

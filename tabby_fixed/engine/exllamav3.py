@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import importlib.util
+import json
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -202,6 +203,25 @@ def job_kwargs(values: Mapping[str, Any], budget: int, stops: list[str | int], m
             "stop_on_loop": (window, 2) if window > 1 else None}
 
 
+def wants_bos(folder: Path) -> bool:
+    """``add_bos_token`` from tokenizer_config.json (true when absent, as upstream reads it)."""
+    try:
+        return bool(json.loads((folder / "tokenizer_config.json").read_text()).get("add_bos_token", True))
+    except (OSError, ValueError, AttributeError):
+        return True
+
+
+def with_bos(ids: Any, bos_id: int | None, wanted: bool) -> Any:
+    """Prompt ids starting with BOS exactly once: a template that writes the BOS text has it
+    encoded already (special tokens are encoded), one that does not gets it added when the
+    tokenizer asks for it."""
+    import torch
+
+    if not wanted or bos_id is None or (ids.shape[-1] and int(ids[0, 0]) == bos_id):
+        return ids
+    return torch.cat([torch.tensor([[bos_id]], dtype=ids.dtype), ids], dim=-1)
+
+
 def stop_conditions(eos_ids: list[int], values: Mapping[str, Any]) -> list[str | int]:
     """End-of-sequence ids (unless ``ban_eos_token``) and the request's stop strings or ids."""
     requested = [stop for stop in values["stop"] if stop != ""]
@@ -250,6 +270,7 @@ class ExLlamaV3Engine:
         self._model.load(**load_kwargs(settings, slots, progress))
         self._model.warmup(cache=self._cache, max_chunk_size=chunk_size(settings))
         self._eos_ids = list(config.eos_token_id_list)
+        self._bos = (self._tokenizer.bos_token_id, wants_bos(folder))
         self._max_rq_tokens = chunk_size(settings)
         generator = generator_kwargs(settings, draft, memory, slots, num_draft)
         self._worker = GeneratorWorker(lambda: x.Generator(
@@ -285,7 +306,7 @@ class ExLlamaV3Engine:
         return list(self._worker.issues)
 
     def generate(self, request: GenerationRequest) -> AsyncIterator[Step | Finish]:
-        ids = self._encode(request.prompt, False, True)
+        ids = with_bos(self._encode(request.prompt, False, True), *self._bos)
         prompt_tokens = ids.shape[-1]
         budget = completion_budget(prompt_tokens, self._max_seq_len, request.params.max_tokens)
         values = request.params.sampler

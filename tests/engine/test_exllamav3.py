@@ -22,6 +22,8 @@ from tabby_fixed.engine.exllamav3 import (
     result_to_steps,
     sampler_steps,
     stop_conditions,
+    wants_bos,
+    with_bos,
 )
 from tabby_fixed.sampling import NEUTRAL
 
@@ -156,3 +158,13 @@ def test_results_become_steps(result, expected):
 def test_a_job_error_result_raises():
     with pytest.raises(RuntimeError, match="boom"):
         result_to_steps({"stage": "error", "error": ValueError("boom")}, 10)
+
+
+def test_bos_once(tmp_path, model_folder):
+    import torch
+
+    ids = torch.tensor([[5, 6]])
+    assert with_bos(ids, 1, True).tolist() == [[1, 5, 6]]
+    assert with_bos(torch.tensor([[1, 5]]), 1, True).tolist() == [[1, 5]], "the template already wrote it"
+    assert with_bos(ids, None, True).tolist() == [[5, 6]] and with_bos(ids, 1, False).tolist() == [[5, 6]]
+    assert wants_bos(model_folder) is False and wants_bos(tmp_path) is True

@@ -187,3 +187,11 @@ def test_structured_output_is_checked(server, output, fields, ok):
 def test_bad_or_conflicting_constraints_are_400(server, fields):
     response = httpx.post(server.v1 + "/chat/completions", headers=API, json={"messages": USER, **fields})
     assert response.status_code == 400 and response.json()["error"]["param"]
+
+
+def test_a_model_folder_can_name_its_own_preset(admin_server, tmp_path):
+    (tmp_path / "models" / "slow" / "tabby_config.yml").write_text(yaml.safe_dump(
+        {"sampling": {"override_preset": "cold"}}))
+    with httpx.stream("POST", admin_server.v1 + "/model/load", headers=ADMIN, json={"model_name": "slow"}) as stream:
+        stream.read()
+    assert httpx.get(admin_server.v1 + "/sampling/overrides", headers=API).json()["selected_preset"] == "cold"
