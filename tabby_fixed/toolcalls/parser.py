@@ -83,36 +83,60 @@ class _Param:
 
 
 class _JsonEnd:
-    """Finds where a JSON object ends, reading each character once across feeds."""
+    """A JSON-bodied call's text while its object is incomplete, and where the object ends.
 
-    def __init__(self, start: int) -> None:
-        self.start = start
-        self._position = start
+    The text grows as a list of pieces, each scanned once, so a long call costs time linear in
+    its length; it is joined only when the object is complete (or generation ends).
+    """
+
+    def __init__(self, text: str, start: int) -> None:
+        self.start = start  # where the object begins in the text
+        self._pieces = [text]
+        self._offset = 0  # where the first unscanned piece begins in the text
+        self._unscanned = 0  # index of the first piece not fully scanned
+        self._position = start  # next character to scan, in the whole text
         self._depth = 0
         self._in_string = False
         self._escaped = False
 
-    def advance(self, text: str) -> int | None:
+    def add(self, delta: str) -> None:
+        self._pieces.append(delta)
+
+    def text(self) -> str:
+        joined = "".join(self._pieces)
+        self._pieces = [joined]
+        self._offset, self._unscanned = 0, 0
+        return joined
+
+    def end(self) -> int | None:
         """Index just after the object's closing brace, once it has arrived."""
-        for position in range(self._position, len(text)):
-            char = text[position]
-            if self._in_string:
-                if self._escaped:
-                    self._escaped = False
-                elif char == "\\":
-                    self._escaped = True
-                elif char == '"':
-                    self._in_string = False
-            elif char == '"':
-                self._in_string = True
-            elif char in "{[":
-                self._depth += 1
-            elif char in "}]":
-                self._depth -= 1
-                if self._depth == 0:
-                    return position + 1
-        self._position = len(text)
+        while self._unscanned < len(self._pieces):
+            piece = self._pieces[self._unscanned]
+            for local in range(self._position - self._offset, len(piece)):
+                if self._step(piece[local]):
+                    return self._offset + local + 1
+            self._offset += len(piece)
+            self._position = self._offset
+            self._unscanned += 1
         return None
+
+    def _step(self, char: str) -> bool:
+        """Read one character; True when it closes the object."""
+        if self._in_string:
+            if self._escaped:
+                self._escaped = False
+            elif char == "\\":
+                self._escaped = True
+            elif char == '"':
+                self._in_string = False
+        elif char == '"':
+            self._in_string = True
+        elif char in "{[":
+            self._depth += 1
+        elif char in "}]":
+            self._depth -= 1
+            return self._depth == 0
+        return False
 
 
 def _escape(text: str) -> str:
@@ -150,7 +174,10 @@ class ToolCallStream:
     def feed(self, delta: str) -> list[Event]:
         if self._closed:
             raise RuntimeError("feed() after close()")
-        self._buffer += delta
+        if self._json is not None:  # a JSON body grows without rebuilding the buffer
+            self._json.add(delta)
+        else:
+            self._buffer += delta
         return self._run(final=False)
 
     def close(self) -> list[Event]:
@@ -195,7 +222,7 @@ class ToolCallStream:
         if answer is NEED:
             return False
         if isinstance(answer, JsonOpened):
-            self._json = _JsonEnd(answer.length)
+            self._json = _JsonEnd(self._buffer, answer.length)
             self._state = _State.JSON
         elif isinstance(answer, Opened):
             self._begin_call(answer)
@@ -205,9 +232,10 @@ class ToolCallStream:
 
     def _step_json(self, final: bool) -> bool:
         assert self._json is not None
-        end = self._json.advance(self._buffer)
+        end = self._json.end()
         if end is None and not final:
             return False
+        self._buffer = self._json.text()
         decoded = None
         if end is not None:
             try:
