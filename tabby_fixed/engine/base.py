@@ -42,6 +42,7 @@ class GenerationParams:
     stop: tuple[str | int, ...] = ()  # strings, or token ids
     sampler: Mapping[str, Any] = field(default_factory=dict)  # every sampler field's effective value
     constraint: Constraint | None = None
+    top_logprobs: int | None = None  # None: no logprobs; else log-probabilities with this many alternatives
 
 
 @dataclass(frozen=True)
@@ -53,9 +54,20 @@ class GenerationRequest:
 
 
 @dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token's log-probability under the model (before sampling changes it), with
+    the most likely alternatives when asked for."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True)
 class Step:
     text: str
     token_count: int = 1
+    logprobs: tuple[TokenLogprob, ...] = ()  # one per token, when the request asked for them
 
 
 @dataclass(frozen=True)

@@ -15,14 +15,24 @@ import gc
 import importlib.util
 import json
 import logging
+import math
 import threading
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..config import DraftModelConfig, MemoryConfig, ModelConfig
 from ..templating import find_chat_template
-from .base import Constraint, EngineUnavailable, Finish, GenerationRequest, ModelInfo, Step, completion_budget
+from .base import (
+    Constraint,
+    EngineUnavailable,
+    Finish,
+    GenerationRequest,
+    ModelInfo,
+    Step,
+    TokenLogprob,
+    completion_budget,
+)
 from .worker import GeneratorFailed, GeneratorWorker, JobHandle
 
 logger = logging.getLogger(__name__)
@@ -36,6 +46,7 @@ SAMPLER_FIELDS = frozenset({
     "presence_penalty", "repetition_penalty", "penalty_range", "repetition_decay", "dry_multiplier", "dry_base",
     "dry_allowed_length", "dry_range", "dry_sequence_breakers", "logit_bias", "ban_eos_token", "json_schema",
     "regex_pattern", "grammar_string", "adaptive_target", "adaptive_decay", "loop_detect_window", "seed",
+    "logprobs", "top_logprobs",
 })
 
 #: Families whose EXL3 checkpoints can carry an MTP head (``draft_mode: mtp``), by ExLlamaV3 module.
@@ -194,10 +205,12 @@ def output_filters(constraint: Constraint | None, tokenizer: Any) -> list[Any]:
     return [LLGuidanceFilter(tokenizer, eos_after_completed=True, **source)]
 
 
-def job_kwargs(values: Mapping[str, Any], budget: int, stops: list[str | int], max_rq_tokens: int) -> dict[str, Any]:
+def job_kwargs(values: Mapping[str, Any], budget: int, stops: list[str | int], max_rq_tokens: int,
+               top_logprobs: int | None = None) -> dict[str, Any]:
     """``Job`` arguments besides the prompt, sampler and filters."""
     window = values["loop_detect_window"] or 0
-    return {"max_new_tokens": budget, "min_new_tokens": values["min_tokens"], "seed": values["seed"],
+    return {"return_probs": top_logprobs is not None, "return_top_tokens": top_logprobs or 0,
+            "max_new_tokens": budget, "min_new_tokens": values["min_tokens"], "seed": values["seed"],
             "stop_conditions": stops, "decode_special_tokens": True, "token_healing": values["token_healing"],
             "banned_strings": list(values["banned_strings"]) or None, "max_rq_tokens": max_rq_tokens,
             "stop_on_loop": (window, 2) if window > 1 else None}
@@ -271,6 +284,7 @@ class ExLlamaV3Engine:
         self._model.warmup(cache=self._cache, max_chunk_size=chunk_size(settings))
         self._eos_ids = list(config.eos_token_id_list)
         self._bos = (self._tokenizer.bos_token_id, wants_bos(folder))
+        self._pieces = self._tokenizer.get_id_to_piece_list(True)
         self._max_rq_tokens = chunk_size(settings)
         generator = generator_kwargs(settings, draft, memory, slots, num_draft)
         self._worker = GeneratorWorker(lambda: x.Generator(
@@ -319,7 +333,7 @@ class ExLlamaV3Engine:
             with self._tokenizer_lock:
                 return Job(input_ids=ids, sampler=CustomSampler(sampler_steps(values, self._tokenizer)),
                            filters=output_filters(request.params.constraint, self._tokenizer),
-                           **job_kwargs(values, budget, stops, self._max_rq_tokens))
+                           **job_kwargs(values, budget, stops, self._max_rq_tokens, request.params.top_logprobs))
 
         return self._results(self._worker.submit(build_job), prompt_tokens)
 
@@ -328,7 +342,7 @@ class ExLlamaV3Engine:
             while (result := await handle.results.get()) is not None:
                 if isinstance(result, BaseException):
                     raise result
-                for step in result_to_steps(result, prompt_tokens):
+                for step in result_to_steps(result, prompt_tokens, self._pieces):
                     yield step
                 if result.get("eos"):
                     return
@@ -352,7 +366,28 @@ class ExLlamaV3Engine:
         torch.cuda.empty_cache()
 
 
-def result_to_steps(result: Mapping[str, Any], prompt_tokens: int) -> list[Step | Finish]:
+def token_logprobs(result: Mapping[str, Any], pieces: Sequence[str]) -> tuple[TokenLogprob, ...]:
+    """Log-probabilities of a result's tokens: ExLlamaV3 reports probabilities of the raw model
+    distribution (before temperature, penalties and truncation), as OpenAI's logprobs are."""
+    ids, probs = result.get("token_ids"), result.get("token_probs")
+    if ids is None or probs is None:
+        return ()
+    top_ids, top_probs = result.get("top_k_tokens"), result.get("top_k_probs")
+
+    def piece(token: int) -> str:
+        return pieces[token] if 0 <= token < len(pieces) else ""
+
+    def log(p: float) -> float:
+        return math.log(p) if p > 0 else -9999.0
+
+    return tuple(
+        TokenLogprob(piece(int(ids[0, i])), log(float(probs[0, i])),
+                     tuple((piece(int(t)), log(float(p))) for t, p in zip(top_ids[0, i], top_probs[0, i], strict=True))
+                     if top_ids is not None and top_probs is not None else ())
+        for i in range(ids.shape[-1]))
+
+
+def result_to_steps(result: Mapping[str, Any], prompt_tokens: int, pieces: Sequence[str] = ()) -> list[Step | Finish]:
     """One ``iterate()`` result as our steps; a per-job error raises."""
     if result.get("stage") == "error":
         error = result.get("error")
@@ -364,7 +399,7 @@ def result_to_steps(result: Mapping[str, Any], prompt_tokens: int) -> list[Step 
     text = result.get("text") or ""
     if result.get("eos") and result.get("eos_reason") == "stop_token":
         text += (result.get("held") or {}).get("text") or ""  # held back as a possible stop string: it was not
-    steps: list[Step | Finish] = [Step(text, count)] if text or count else []
+    steps: list[Step | Finish] = [Step(text, count, token_logprobs(result, pieces))] if text or count else []
     if result.get("eos"):
         reason = result.get("eos_reason")
         steps.append(Finish(

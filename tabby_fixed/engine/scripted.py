@@ -39,7 +39,16 @@ import yaml
 
 from ..templating import find_chat_template
 from ..toolcalls.scanner import scan
-from .base import Constraint, Finish, GenerationRequest, ModelInfo, Step, completion_budget
+from .base import (
+    Constraint,
+    Finish,
+    GenerationParams,
+    GenerationRequest,
+    ModelInfo,
+    Step,
+    TokenLogprob,
+    completion_budget,
+)
 
 BUILTIN_TEMPLATE = Path(__file__).with_name("chatml_tools.jinja")
 _PIECES = re.compile(r"\w+|\s+|[^\w\s]")
@@ -160,7 +169,7 @@ def check_constraint(text: str, constraint: Constraint | None) -> None:
 
 
 class ScriptedEngine:
-    sampler_fields = frozenset({"max_tokens", "stop"})
+    sampler_fields = frozenset({"max_tokens", "stop", "logprobs", "top_logprobs"})
 
     def __init__(self, folder: Path, *, max_seq_len: int | None = None, prompt_template: str | None = None,
                  templates_dir: Path | None = None) -> None:
@@ -224,10 +233,12 @@ class ScriptedEngine:
         output, failure = self.answer(request.last_user_text)
         stops = tuple(stop for stop in request.params.stop if isinstance(stop, str) and stop)
         return self._replay(self._tokenizer.pieces(output), budget, stops, prompt_tokens, failure,
-                            request.params.constraint)
+                            request.params)
 
     async def _replay(self, pieces: list[str], budget: int, stops: tuple[str, ...], prompt_tokens: int,
-                      failure: str | None, constraint: Constraint | None) -> AsyncIterator[Step | Finish]:
+                      failure: str | None, params: GenerationParams) -> AsyncIterator[Step | Finish]:
+        """Scripted tokens are certain: each has log-probability 0, and is its own only alternative."""
+        constraint = params.constraint
         self._active += 1
         started = time.perf_counter()
         held = ""  # text that could still be the start of a stop string
@@ -246,20 +257,22 @@ class ScriptedEngine:
                 elif count % _YIELD_EVERY == 0:
                     await asyncio.sleep(0)
                 count += 1
+                certain = (TokenLogprob(piece, 0.0, ((piece, 0.0),)[:params.top_logprobs]),) \
+                    if params.top_logprobs is not None else ()
                 text = held + piece
                 size, stop = scan(text, stops, final=False)
                 if stop is not None:
                     if size:
                         emitted.append(text[:size])
-                        yield Step(text[:size])
+                        yield Step(text[:size], logprobs=certain)
                     check_constraint("".join(emitted), constraint)
                     yield Finish("stop", prompt_tokens, count, stop_str=stop,
                                  completion_seconds=time.perf_counter() - started)
                     return
                 held = text[size:]
-                if size:
+                if size or certain:
                     emitted.append(text[:size])
-                    yield Step(text[:size])
+                    yield Step(text[:size], logprobs=certain)
             if held:
                 emitted.append(held)
                 yield Step(held, token_count=0)

@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse, Response
 
 from ..auth import ApiPermission
 from ..chat import build_prompt, last_user_text, output_parser
-from ..engine.base import Finish, GenerationParams, GenerationRequest, Step
+from ..engine.base import Finish, GenerationParams, GenerationRequest, Step, TokenLogprob
 from ..errors import ApiError
 from ..output import ChatOutput, OutputEvent, OutputParser
 from ..reasoning import ReasoningDelta
@@ -48,9 +48,28 @@ def _generation(app: FastAPI, model: LoadedModel, fields: GenerationFields) -> t
                if name not in model.engine.sampler_fields]
     if ignored:
         logger.debug("the %s engine does not apply: %s", type(model.engine).__name__, ", ".join(ignored))
+    top_logprobs = values["top_logprobs"] or (values["logprobs"] if values["logprobs"] > 1 else 0)
     params = GenerationParams(max_tokens=values["max_tokens"], stop=tuple(values["stop"] or ()), sampler=values,
-                              constraint=constraint_for(fields.response_format, values))
+                              constraint=constraint_for(fields.response_format, values),
+                              top_logprobs=top_logprobs if values["logprobs"] or values["top_logprobs"] else None)
     return params, effective.summary()
+
+
+def _logprob_entries(logprobs: list[TokenLogprob]) -> list[dict[str, Any]]:
+    """Chat-completion ``logprobs.content`` entries."""
+    return [{"token": lp.token, "logprob": lp.logprob, "bytes": list(lp.token.encode()),
+             "top_logprobs": [{"token": t, "logprob": p, "bytes": list(t.encode())} for t, p in lp.top]}
+            for lp in logprobs]
+
+
+def _text_logprobs(logprobs: list[TokenLogprob], offset: int = 0) -> dict[str, Any]:
+    """Text-completion ``logprobs``: OpenAI's older, column-wise shape."""
+    offsets, at = [], offset
+    for lp in logprobs:
+        offsets.append(at)
+        at += len(lp.token)
+    return {"tokens": [lp.token for lp in logprobs], "token_logprobs": [lp.logprob for lp in logprobs],
+            "top_logprobs": [dict(lp.top) for lp in logprobs], "text_offset": offsets}
 
 
 def _usage(finishes: list[Finish]) -> dict[str, Any]:
@@ -129,18 +148,21 @@ async def chat_completions(request: Request, permission: ApiPermission) -> Respo
         include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
         interval = request.app.state.config.network.sse_ping_interval
         return sse_response(_guarded(_stream_chat(reply, choices, parsers, include_usage, interval)), headers)
-    outputs = await _collect(choices, parsers)
-    return JSONResponse(reply.chat_completion(outputs, choices.done()), headers=headers)
+    outputs, logprobs = await _collect(choices, parsers)
+    wanted = params.top_logprobs is not None
+    return JSONResponse(reply.chat_completion(outputs, choices.done(), logprobs if wanted else None), headers=headers)
 
 
-async def _collect(choices: _Choices, parsers: list[OutputParser]) -> list[ChatOutput]:
+async def _collect(choices: _Choices, parsers: list[OutputParser]) -> tuple[list[ChatOutput], list[list[TokenLogprob]]]:
+    logprobs: list[list[TokenLogprob]] = [[] for _ in parsers]
     async for batch in choices.steps():
         for index, item in batch or ():
             if isinstance(item, Step):
                 parsers[index].feed(item.text)
+                logprobs[index].extend(item.logprobs)
     for parser in parsers:
         parser.close()
-    return [parser.result() for parser in parsers]
+    return [parser.result() for parser in parsers], logprobs
 
 
 class _Reply:
@@ -153,17 +175,21 @@ class _Reply:
         self._chunk_head = (f'data: {{"id":"{self.id}","object":"chat.completion.chunk","created":{self.created},'
                             f'"model":{json.dumps(model)},"choices":[{{"index":').encode()
 
-    def chunk(self, index: int, delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
+    def chunk(self, index: int, delta: dict[str, Any], finish_reason: str | None = None,
+              logprobs: list[TokenLogprob] | None = None) -> bytes:
         reason = "null" if finish_reason is None else f'"{finish_reason}"'
+        probs = b"null" if not logprobs else json.dumps({"content": _logprob_entries(logprobs)}, ensure_ascii=False,
+                                                        separators=(",", ":")).encode()
         return b"".join((self._chunk_head, str(index).encode(), b',"delta":',
                          json.dumps(delta, ensure_ascii=False, separators=(",", ":")).encode(),
-                         b',"logprobs":null,"finish_reason":', reason.encode(), b"}]}\r\n\r\n"))
+                         b',"logprobs":', probs, b',"finish_reason":', reason.encode(), b"}]}\r\n\r\n"))
 
     def usage_chunk(self, finishes: list[Finish]) -> bytes:
         return frame({"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
                       "choices": [], "usage": _usage(finishes)})
 
-    def chat_completion(self, outputs: list[ChatOutput], finishes: list[Finish]) -> dict[str, Any]:
+    def chat_completion(self, outputs: list[ChatOutput], finishes: list[Finish],
+                        logprobs: list[list[TokenLogprob]] | None) -> dict[str, Any]:
         choices = []
         for index, (output, finish) in enumerate(zip(outputs, finishes, strict=True)):
             calls = [{"id": _call_id(), "type": "function", "index": i,
@@ -173,7 +199,8 @@ class _Reply:
                 "index": index,
                 "message": {"role": "assistant", "content": output.content, "reasoning_content": output.reasoning,
                             "tool_calls": calls or None},
-                "logprobs": None, "finish_reason": _finish_reason(finish, output), "stop_str": finish.stop_str,
+                "logprobs": {"content": _logprob_entries(logprobs[index])} if logprobs is not None else None,
+                "finish_reason": _finish_reason(finish, output), "stop_str": finish.stop_str,
             })
         return {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
                 "choices": choices, "usage": _usage(finishes)}
@@ -196,6 +223,7 @@ def _delta(event: OutputEvent, ids: dict[int, str]) -> dict[str, Any] | None:
 async def _stream_chat(reply: _Reply, choices: _Choices, parsers: list[OutputParser], include_usage: bool,
                        ping_interval: float) -> AsyncIterator[bytes]:
     call_ids: list[dict[int, str]] = [{} for _ in parsers]
+    pending: list[list[TokenLogprob]] = [[] for _ in parsers]  # logprobs waiting for their choice's next chunk
     for index in range(len(parsers)):
         yield reply.chunk(index, {"role": "assistant", "content": ""})
     async for batch in choices.steps(ping_interval):
@@ -205,13 +233,17 @@ async def _stream_chat(reply: _Reply, choices: _Choices, parsers: list[OutputPar
         out = []
         for index, step in batch:
             parser = parsers[index]
+            if isinstance(step, Step):
+                pending[index].extend(step.logprobs)
             events = parser.feed(step.text) if isinstance(step, Step) else parser.close()
             for event in events:
                 delta = _delta(event, call_ids[index])
                 if delta is not None:
-                    out.append(reply.chunk(index, delta))
+                    out.append(reply.chunk(index, delta, logprobs=pending[index]))
+                    pending[index] = []
             if isinstance(step, Finish):
-                out.append(reply.chunk(index, {}, _finish_reason(step, parser.result())))
+                out.append(reply.chunk(index, {}, _finish_reason(step, parser.result()), pending[index]))
+                pending[index] = []
         yield b"".join(out)
     if include_usage:
         yield reply.usage_chunk(choices.done())
@@ -234,15 +266,18 @@ async def completions(request: Request, permission: ApiPermission) -> Response:
         interval = request.app.state.config.network.sse_ping_interval
         return sse_response(_guarded(_stream_text(reply, choices, include_usage, interval)), headers)
     texts: list[list[str]] = [[] for _ in prompts]
+    logprobs: list[list[TokenLogprob]] = [[] for _ in prompts]
     async for batch in choices.steps():
         for index, item in batch or ():
             if isinstance(item, Step):
                 texts[index].append(item.text)
+                logprobs[index].extend(item.logprobs)
     finishes = choices.done()
+    wanted = params.top_logprobs is not None
     return JSONResponse(headers=headers, content={
         "id": reply.id, "object": "text_completion", "created": reply.created, "model": reply.model,
-        "choices": [{"index": i, "text": "".join(pieces), "logprobs": None, "finish_reason": _finish_reason(finish),
-                     "stop_str": finish.stop_str}
+        "choices": [{"index": i, "text": "".join(pieces), "logprobs": _text_logprobs(logprobs[i]) if wanted else None,
+                     "finish_reason": _finish_reason(finish), "stop_str": finish.stop_str}
                     for i, (pieces, finish) in enumerate(zip(texts, finishes, strict=True))],
         "usage": _usage(finishes),
     })
@@ -250,15 +285,19 @@ async def completions(request: Request, permission: ApiPermission) -> Response:
 
 async def _stream_text(reply: _Reply, choices: _Choices, include_usage: bool,
                        ping_interval: float) -> AsyncIterator[bytes]:
-    def chunk(index: int, text: str, finish_reason: str | None) -> bytes:
+    offsets = [0] * len(choices.jobs)
+
+    def chunk(index: int, text: str, finish_reason: str | None, logprobs: tuple[TokenLogprob, ...] = ()) -> bytes:
+        probs = _text_logprobs(list(logprobs), offsets[index]) if logprobs else None
+        offsets[index] += len(text)
         return frame({"id": reply.id, "object": "text_completion", "created": reply.created, "model": reply.model,
-                      "choices": [{"index": index, "text": text, "logprobs": None, "finish_reason": finish_reason}]})
+                      "choices": [{"index": index, "text": text, "logprobs": probs, "finish_reason": finish_reason}]})
 
     async for batch in choices.steps(ping_interval):
         if batch is None:
             yield ping()
             continue
-        yield b"".join(chunk(index, step.text, None) if isinstance(step, Step) else
+        yield b"".join(chunk(index, step.text, None, step.logprobs) if isinstance(step, Step) else
                        chunk(index, "", _finish_reason(step)) for index, step in batch)
     if include_usage:
         yield frame({"id": reply.id, "object": "text_completion", "created": reply.created, "model": reply.model,

@@ -168,3 +168,19 @@ def test_bos_once(tmp_path, model_folder):
     assert with_bos(torch.tensor([[1, 5]]), 1, True).tolist() == [[1, 5]], "the template already wrote it"
     assert with_bos(ids, None, True).tolist() == [[5, 6]] and with_bos(ids, 1, False).tolist() == [[5, 6]]
     assert wants_bos(model_folder) is False and wants_bos(tmp_path) is True
+
+
+def test_token_logprobs_from_probabilities():
+    import math
+
+    import torch
+
+    from tabby_fixed.engine.exllamav3 import token_logprobs
+
+    result = {"token_ids": torch.tensor([[1, 2]]), "token_probs": torch.tensor([[0.5, 0.25]]),
+              "top_k_tokens": torch.tensor([[[1, 3], [2, 1]]]),
+              "top_k_probs": torch.tensor([[[0.5, 0.3], [0.25, 0.2]]])}
+    first, second = token_logprobs(result, ["a", "b", "c", "d"])
+    assert first.token == "b" and math.isclose(first.logprob, math.log(0.5))
+    assert [t for t, _ in second.top] == ["c", "b"] and math.isclose(second.top[1][1], math.log(0.2), rel_tol=1e-6)
+    assert token_logprobs({"token_ids": torch.tensor([[1]])}, ["a"]) == ()

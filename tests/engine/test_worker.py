@@ -75,6 +75,7 @@ def engine_on(fake: FakeGenerator | Callable[[], FakeGenerator], tokenizer) -> E
     engine = ExLlamaV3Engine.__new__(ExLlamaV3Engine)
     engine._tokenizer, engine._tokenizer_lock = tokenizer, threading.Lock()
     engine._max_seq_len, engine._eos_ids, engine._max_rq_tokens, engine._bos = 3000, [2, 0], 2048, (None, False)
+    engine._pieces = tokenizer.get_id_to_piece_list(True)
     engine._worker = GeneratorWorker(fake if callable(fake) else lambda: fake, idle_poll=0.05)
     engine._worker.start()
     return engine

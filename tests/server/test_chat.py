@@ -180,3 +180,20 @@ def test_several_choices(client: openai.OpenAI, http: httpx.Client):
     assert all(len(c.choices) == 1 for c in chunks)
     finishes = sorted((c.choices[0].index, c.choices[0].finish_reason) for c in chunks if c.choices[0].finish_reason)
     assert finishes == [(0, "tool_calls"), (1, "tool_calls")]
+
+
+def test_logprobs_cover_every_generated_token(client: openai.OpenAI, http: httpx.Client):
+    text = "Hello there, world."
+    choice = client.chat.completions.create(model="tester", messages=ask(text), logprobs=True,
+                                            top_logprobs=2).choices[0]
+    tokens = choice.logprobs.content
+    assert "".join(t.token for t in tokens) == text
+    assert all(t.logprob == 0.0 and t.bytes == list(t.token.encode()) and len(t.top_logprobs) == 1 for t in tokens)
+    streamed = [t for c in client.chat.completions.create(model="tester", messages=ask(text), logprobs=True,
+                                                          stream=True) if c.choices and c.choices[0].logprobs
+                for t in c.choices[0].logprobs.content]
+    assert [t.token for t in streamed] == [t.token for t in tokens]
+    assert client.chat.completions.create(model="tester", messages=ask(text)).choices[0].logprobs is None
+    completion = http.post("/v1/completions", json={"prompt": "RAW:" + text, "logprobs": 1}).json()["choices"][0]
+    assert "".join(completion["logprobs"]["tokens"]) == text
+    assert completion["logprobs"]["text_offset"][1] == len(completion["logprobs"]["tokens"][0])
