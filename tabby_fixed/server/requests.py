@@ -108,6 +108,20 @@ class ChatCompletionRequest(GenerationFields):
             raise ValueError("continue_final_message needs add_generation_prompt: false")
         return value
 
+    @field_validator("tool_choice")
+    @classmethod
+    def _choice_names_a_tool(cls, value: Any, info: Any) -> Any:
+        """A forced tool must be one of the request's tools (it is not enforced by grammar yet, but a
+        name that cannot be called is a client mistake worth saying)."""
+        tools = info.data.get("tools") or []
+        if value == "required" and not tools:
+            raise ValueError("tool_choice 'required' needs tools")
+        if isinstance(value, NamedToolChoice):
+            name = value.function.get("name")
+            if name not in {tool.function.name for tool in tools}:
+                raise ValueError(f"tool_choice names {name!r}, which is not one of the request's tools")
+        return value
+
 
 class CompletionRequest(GenerationFields):
     prompt: str | list[str]

@@ -197,3 +197,10 @@ def test_logprobs_cover_every_generated_token(client: openai.OpenAI, http: httpx
     completion = http.post("/v1/completions", json={"prompt": "RAW:" + text, "logprobs": 1}).json()["choices"][0]
     assert "".join(completion["logprobs"]["tokens"]) == text
     assert completion["logprobs"]["text_offset"][1] == len(completion["logprobs"]["tokens"][0])
+
+
+def test_named_and_required_tool_choice_are_accepted(client: openai.OpenAI):
+    text = SEED_OUTPUTS["indentation"]
+    for choice in ("required", {"type": "function", "function": {"name": "write_file"}}):
+        answer = client.chat.completions.create(model="tester", messages=ask(text), tools=TOOLS, tool_choice=choice)
+        assert answer.choices[0].message.tool_calls[0].function.name == "write_file"

@@ -38,6 +38,9 @@ def test_body_that_is_not_an_object(http: httpx.Client, body: bytes):
     ({"messages": USER, "tools": [{"type": "function"}]}, "tools.0.function"),
     ({"messages": USER, "tool_choice": "sometimes"}, "tool_choice"),
     ({"messages": USER, "n": 0}, "n"),
+    ({"messages": USER, "tool_choice": "required"}, "tool_choice"),
+    ({"messages": USER, "tools": [{"type": "function", "function": {"name": "a"}}],
+      "tool_choice": {"type": "function", "function": {"name": "b"}}}, "tool_choice"),
 ])
 def test_wrong_fields_name_the_field(http: httpx.Client, body: dict, field: str):
     error = error_of(http.post("/v1/chat/completions", json=body), 400)
