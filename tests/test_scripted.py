@@ -26,7 +26,8 @@ def folder_with(tmp_path: Path, script: dict, tokenizer: bool = False) -> Path:
 
 def run(engine: ScriptedEngine, user: str, **params) -> tuple[list[str], Finish]:
     async def collect():
-        steps = [s async for s in engine.generate(GenerationRequest("prompt", GenerationParams(**params), user))]
+        job = await engine.generate(GenerationRequest("prompt", GenerationParams(**params), user))
+        steps = [s async for s in job]
         return [s.text for s in steps if isinstance(s, Step)], steps[-1]
     return asyncio.run(collect())
 
@@ -51,7 +52,7 @@ def test_stop_strings_and_max_tokens(tmp_path):
 def test_the_context_is_enforced_before_generation(tmp_path):
     engine = ScriptedEngine(folder_with(tmp_path, {"default": "ok", "max_seq_len": 3}))
     with pytest.raises(ApiError) as error:
-        engine.generate(GenerationRequest("a b c d e", GenerationParams()))
+        asyncio.run(engine.generate(GenerationRequest("a b c d e", GenerationParams())))
     assert error.value.code == "context_length_exceeded"
 
 
@@ -85,7 +86,7 @@ def test_cancelled_job_stops_counting(tmp_path):
     engine = ScriptedEngine(folder_with(tmp_path, {"default": "tick " * 100, "token_delay_ms": 5}))
 
     async def cancel_midway() -> int:
-        steps = engine.generate(GenerationRequest("p", GenerationParams()))
+        steps = await engine.generate(GenerationRequest("p", GenerationParams()))
         await steps.__anext__()
         during = engine.active_jobs()
         await steps.aclose()

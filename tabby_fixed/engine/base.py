@@ -1,8 +1,8 @@
 """What the server needs from an engine, and nothing more.
 
 An engine holds one loaded model: its tokenizer, its chat template and model card, and a way to
-generate. ``generate`` is an async iterator of ``Step`` objects ending with exactly one
-``Finish``. Obligations every engine keeps:
+generate. ``await generate(request)`` starts a job and returns an async iterator of ``Step`` objects
+ending with exactly one ``Finish``. Obligations every engine keeps:
 
 - **The event loop never blocks.** Forward passes run on the engine's own thread; the iterator
   only awaits results.
@@ -109,7 +109,11 @@ class Engine(Protocol):
 
     def decode(self, ids: list[int], *, special_tokens: bool = True) -> str: ...
 
-    def generate(self, request: GenerationRequest) -> AsyncIterator[Step | Finish]: ...
+    async def generate(self, request: GenerationRequest) -> AsyncIterator[Step | Finish]:
+        """Start a job: tokenizing and the context check happen here, off the event loop where they
+        are slow, and a prompt that does not fit raises before anything is sent. The returned
+        iterator yields the job's steps."""
+        ...
 
     def active_jobs(self) -> int:
         """Jobs generating or waiting right now (a cancelled job no longer counts)."""

@@ -11,6 +11,7 @@ Generation runs on one synchronous ``Generator`` owned by its own thread (``work
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import importlib.util
 import json
@@ -33,7 +34,7 @@ from .base import (
     TokenLogprob,
     completion_budget,
 )
-from .worker import GeneratorFailed, GeneratorWorker, JobHandle
+from .worker import GeneratorFailed, GeneratorWorker
 
 logger = logging.getLogger(__name__)
 
@@ -319,8 +320,9 @@ class ExLlamaV3Engine:
     def health_issues(self) -> list[dict[str, str]]:
         return list(self._worker.issues)
 
-    def generate(self, request: GenerationRequest) -> AsyncIterator[Step | Finish]:
-        ids = with_bos(self._encode(request.prompt, False, True), *self._bos)
+    async def generate(self, request: GenerationRequest) -> AsyncIterator[Step | Finish]:
+        encoded = await asyncio.to_thread(self._encode, request.prompt, False, True)  # long prompts take a while
+        ids = with_bos(encoded, *self._bos)
         prompt_tokens = ids.shape[-1]
         budget = completion_budget(prompt_tokens, self._max_seq_len, request.params.max_tokens)
         values = request.params.sampler
@@ -335,9 +337,11 @@ class ExLlamaV3Engine:
                            filters=output_filters(request.params.constraint, self._tokenizer),
                            **job_kwargs(values, budget, stops, self._max_rq_tokens, request.params.top_logprobs))
 
-        return self._results(self._worker.submit(build_job), prompt_tokens)
+        return self._results(build_job, prompt_tokens)
 
-    async def _results(self, handle: JobHandle, prompt_tokens: int) -> AsyncIterator[Step | Finish]:
+    async def _results(self, build_job: Callable[[], Any], prompt_tokens: int) -> AsyncIterator[Step | Finish]:
+        """The job's steps; it is queued on the first iteration, so a job nobody reads never runs."""
+        handle = self._worker.submit(build_job)
         try:
             while (result := await handle.results.get()) is not None:
                 if isinstance(result, BaseException):
@@ -352,8 +356,6 @@ class ExLlamaV3Engine:
 
     async def unload(self) -> None:
         """Ends running jobs, closes the generator, frees weights and caches."""
-        import asyncio
-
         import torch
 
         await asyncio.to_thread(self._worker.stop)

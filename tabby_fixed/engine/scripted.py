@@ -227,7 +227,7 @@ class ScriptedEngine:
                 return response.output.format_map(groups), response.error
         return self._default, None
 
-    def generate(self, request: GenerationRequest) -> AsyncIterator[Step | Finish]:
+    async def generate(self, request: GenerationRequest) -> AsyncIterator[Step | Finish]:
         prompt_tokens = len(self.encode(request.prompt))
         budget = completion_budget(prompt_tokens, self.info.max_seq_len, request.params.max_tokens)
         output, failure = self.answer(request.last_user_text)

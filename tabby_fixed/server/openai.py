@@ -99,12 +99,17 @@ def _call_id() -> str:
 
 
 class _Choices:
-    """The jobs of one request, started together; the context check happens here, before any reply."""
+    """The jobs of one request, started together; the context check happens at the start, before any reply."""
 
-    def __init__(self, model: LoadedModel, prompts: list[str], params: GenerationParams, last_user: list[str]) -> None:
-        self.jobs = [model.engine.generate(GenerationRequest(prompt, params, user))
-                     for prompt, user in zip(prompts, last_user, strict=True)]
-        self.finishes: list[Finish | None] = [None] * len(self.jobs)
+    def __init__(self, jobs: list[AsyncIterator[Step | Finish]]) -> None:
+        self.jobs = jobs
+        self.finishes: list[Finish | None] = [None] * len(jobs)
+
+    @classmethod
+    async def start(cls, model: LoadedModel, prompts: list[str], params: GenerationParams,
+                    last_user: list[str]) -> _Choices:
+        return cls([await model.engine.generate(GenerationRequest(prompt, params, user))
+                    for prompt, user in zip(prompts, last_user, strict=True)])
 
     async def steps(self, ping_interval: float = 0) -> AsyncIterator[list[tuple[int, Step | Finish]] | None]:
         """Steps of every job in batches of what has arrived; None for a ping when the engine is silent."""
@@ -140,7 +145,7 @@ async def chat_completions(request: Request, permission: ApiPermission) -> Respo
     if request.app.state.config.logging.log_prompt:
         logger.info("prompt:\n%s", prompt)
     params, sources = _generation(request.app, model, chat)
-    choices = _Choices(model, [prompt] * chat.n, params, [last_user_text(chat)] * chat.n)
+    choices = await _Choices.start(model, [prompt] * chat.n, params, [last_user_text(chat)] * chat.n)
     parsers = [output_parser(model.chat, chat, prompt) for _ in range(chat.n)]
     reply = _Reply("chatcmpl", model.name)
     headers = {"x-sampler-source": sources}
@@ -258,7 +263,7 @@ async def completions(request: Request, permission: ApiPermission) -> Response:
     model = await serving(request.app, completion.model, permission)
     prompts = [p for p in completion.prompts for _ in range(completion.n)]
     params, sources = _generation(request.app, model, completion)
-    choices = _Choices(model, prompts, params, prompts)
+    choices = await _Choices.start(model, prompts, params, prompts)
     reply = _Reply("cmpl", model.name)
     headers = {"x-sampler-source": sources}
     if completion.stream and not request.app.state.config.developer.disable_request_streaming:

@@ -86,7 +86,7 @@ def request(text: str = "<|im_start|>user\nhi<|im_end|>\n", **sampler) -> Genera
 
 
 async def collect(engine: ExLlamaV3Engine, req: GenerationRequest) -> list:
-    return [item async for item in engine.generate(req)]
+    return [item async for item in await engine.generate(req)]
 
 
 def test_generation_runs_on_the_generator_thread(tokenizer):
@@ -117,7 +117,7 @@ def test_closing_the_iterator_cancels_the_job(tokenizer):
     engine = engine_on(fake, tokenizer)
 
     async def read_one():
-        steps = engine.generate(request())
+        steps = await engine.generate(request())
         first = await steps.__anext__()
         await steps.aclose()
         return first
@@ -159,7 +159,7 @@ def test_the_context_is_checked_before_a_job_exists(tokenizer):
     engine = engine_on(FakeGenerator(["a"]), tokenizer)
     engine._max_seq_len = 5
     with pytest.raises(ApiError) as error:
-        engine.generate(request("def write_file(path, content): return path + content\n" * 3))
+        asyncio.run(engine.generate(request("def write_file(path, content): return path + content\n" * 3)))
     assert error.value.code == "context_length_exceeded"
     engine._worker.stop()
 
@@ -180,7 +180,7 @@ def test_unloading_fails_running_jobs(tokenizer):
     engine = engine_on(fake, tokenizer)
 
     async def run_then_stop():
-        steps = engine.generate(request())
+        steps = await engine.generate(request())
         await steps.__anext__()
         await asyncio.to_thread(engine._worker.stop)
         return [item async for item in steps]
@@ -188,3 +188,16 @@ def test_unloading_fails_running_jobs(tokenizer):
     with pytest.raises(GeneratorFailed, match="unloaded"):
         asyncio.run(run_then_stop())
     assert fake.closed and exllamav3 is not None
+
+
+def test_a_job_nobody_reads_never_starts(tokenizer):
+    fake = FakeGenerator(["a"])
+    engine = engine_on(fake, tokenizer)
+
+    async def start_only():
+        return await engine.generate(request())
+
+    asyncio.run(start_only())
+    time.sleep(0.1)
+    assert engine.active_jobs() == 0 and fake.jobs == {} and fake.iterations == 0
+    engine._worker.stop()
