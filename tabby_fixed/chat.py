@@ -107,13 +107,19 @@ def last_user_text(chat: ChatCompletionRequest) -> str:
 
 
 def output_parser(model: ChatModel, chat: ChatCompletionRequest, prompt: str) -> OutputParser:
-    """Reasoning split when the model reasons; tool parsing when the request can get calls."""
+    """Reasoning split when the model reasons; tool parsing when the request can get calls.
+
+    A prompt that ends inside an opened reasoning block (Qwen3.5, GLM-4.7 and MiniMax-M2 templates
+    open ``<think>`` themselves) is split even with ``model.reasoning`` off: the output certainly
+    starts with reasoning, and leaving it in the content would hand the client the thoughts and a
+    stray ``</think>``.
+    """
     parses_tools = bool(chat.tools) and chat.tool_choice != "none" and model.tool_format is not None
     tool_parser = ToolCallParser(model.tool_format, [t.model_dump() for t in chat.tools]) if parses_tools else None
+    opened = starts_in_reasoning(prompt, model.reasoning_start, model.reasoning_end)
     reasoning = None
-    if model.reasoning:
-        start = {"always": True, "never": False}.get(
-            model.start_in_reasoning, starts_in_reasoning(prompt, model.reasoning_start, model.reasoning_end))
+    if model.reasoning or (opened and model.start_in_reasoning != "never"):
+        start = {"always": True, "never": False}.get(model.start_in_reasoning, opened)
         reasoning = ReasoningSettings(start, model.reasoning_start, model.reasoning_end,
                                       model.tool_calls_in_reasoning)
     return OutputParser(tool_parser=tool_parser, reasoning=reasoning, first_call_only=not chat.parallel_tool_calls)

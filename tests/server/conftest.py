@@ -27,6 +27,8 @@ SCRIPTS = {
              "responses": [], "default": "tick " * 400},
     "thinker": {"tool_format": "qwen3_coder", "reasoning": True, "chat_template": "template.jinja",
                 "responses": [{"match": r"\ARAW:(?P<text>.*)\Z", "output": "{text}"}]},
+    "opener": {"tool_format": "qwen3_coder", "chat_template": "template.jinja",  # reasoning not configured
+               "responses": [{"match": r"\ARAW:(?P<text>.*)\Z", "output": "{text}"}]},
 }
 THINKER_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
                     "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}")
@@ -37,7 +39,8 @@ def make_models(root: Path) -> Path:
     for name, script in SCRIPTS.items():
         (models / name).mkdir(parents=True)
         (models / name / "scripted.yml").write_text(yaml.safe_dump(script))
-    (models / "thinker" / "template.jinja").write_text(THINKER_TEMPLATE)
+    for name in ("thinker", "opener"):
+        (models / name / "template.jinja").write_text(THINKER_TEMPLATE)
     (root / "api_tokens.yml").write_text(yaml.safe_dump({"api_key": API_KEY, "admin_key": ADMIN_KEY}))
     return models
 

@@ -157,7 +157,7 @@ def test_draft_and_dummy_models(tmp_path):
                             json={"model": "gpt-3.5-turbo", "messages": USER}).json()
         assert answer["model"] == "tester"
         drafts = httpx.get(server.v1 + "/model/draft/list", headers=ADMIN).json()["data"]
-        assert {d["id"] for d in drafts} == {"tester", "slow", "thinker"}
+        assert {d["id"] for d in drafts} == {"tester", "slow", "thinker", "opener"}
         assert httpx.get(server.v1 + "/model/draft/list", headers=API).json()["data"] == []
 
 

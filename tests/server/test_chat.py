@@ -147,16 +147,17 @@ def test_replayed_history_with_calls_and_reasoning(client: openai.OpenAI):
         == "done"
 
 
-def test_reasoning_is_split_from_the_answer(workspace):
+@pytest.mark.parametrize("model", ["thinker", "opener"], ids=["reasoning on", "template opens <think>"])
+def test_reasoning_is_split_from_the_answer(workspace, model):
     from tests.server.conftest import API_KEY, serve
 
-    for server in serve(workspace, "thinker"):
+    for server in serve(workspace, model):
         thinker = openai.OpenAI(base_url=server.v1, api_key=API_KEY, max_retries=0)
         text = "Let me think.\n</think>\n\n" + SEED_OUTPUTS["indentation"]
-        message = thinker.chat.completions.create(model="thinker", messages=ask(text), tools=TOOLS).choices[0].message
+        message = thinker.chat.completions.create(model=model, messages=ask(text), tools=TOOLS).choices[0].message
         assert message.model_extra["reasoning_content"] == "Let me think.\n"
         assert json.loads(message.tool_calls[0].function.arguments)["content"] == "    return x\n"
-        chunks = list(thinker.chat.completions.create(model="thinker", messages=ask(text), tools=TOOLS, stream=True))
+        chunks = list(thinker.chat.completions.create(model=model, messages=ask(text), tools=TOOLS, stream=True))
         reasoning = "".join((c.choices[0].delta.model_extra or {}).get("reasoning_content") or "" for c in chunks
                             if c.choices)
         assert reasoning == "Let me think.\n"

@@ -59,7 +59,7 @@ def test_models_list_depends_on_the_key(server):
     api = httpx.get(server.v1 + "/models", headers={"x-api-key": API_KEY}).json()
     admin = httpx.get(server.v1 + "/models", headers={"x-api-key": ADMIN_KEY}).json()
     assert api["object"] == "list" and [m["id"] for m in api["data"]] == ["tester"]
-    assert [m["id"] for m in admin["data"]] == ["slow", "tester", "thinker"]
+    assert [m["id"] for m in admin["data"]] == ["opener", "slow", "tester", "thinker"]
     assert all(m["object"] == "model" and m["owned_by"] for m in admin["data"])
 
 
