@@ -122,6 +122,25 @@ class _Choices:
     def done(self) -> list[Finish]:
         return [f for f in self.finishes if f is not None]
 
+    async def collect(self) -> tuple[list[str], list[list[TokenLogprob]]]:
+        """Every job run to its end: each choice's whole text and token log-probabilities."""
+        texts: list[list[str]] = [[] for _ in self.jobs]
+        logprobs: list[list[TokenLogprob]] = [[] for _ in self.jobs]
+        async for batch in self.steps():
+            for index, item in batch or ():
+                if isinstance(item, Step):
+                    texts[index].append(item.text)
+                    logprobs[index].extend(item.logprobs)
+        return ["".join(pieces) for pieces in texts], logprobs
+
+
+def _streams(request: Request, fields: GenerationFields) -> tuple[bool, float] | None:
+    """``(include_usage, ping_interval)`` when the answer streams; None for one JSON body."""
+    config = request.app.state.config
+    if not fields.stream or config.developer.disable_request_streaming:
+        return None
+    return bool(fields.stream_options and fields.stream_options.include_usage), config.network.sse_ping_interval
+
 
 async def _guarded(body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     """Once the stream has started, an error can only be reported in it: one error event, then the end."""
@@ -149,25 +168,19 @@ async def chat_completions(request: Request, permission: ApiPermission) -> Respo
     parsers = [output_parser(model.chat, chat, prompt) for _ in range(chat.n)]
     reply = _Reply("chatcmpl", model.name)
     headers = {"x-sampler-source": sources}
-    if chat.stream and not request.app.state.config.developer.disable_request_streaming:
-        include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
-        interval = request.app.state.config.network.sse_ping_interval
-        return sse_response(_guarded(_stream_chat(reply, choices, parsers, include_usage, interval)), headers)
-    outputs, logprobs = await _collect(choices, parsers)
+    if (streaming := _streams(request, chat)) is not None:
+        return sse_response(_guarded(_stream_chat(reply, choices, parsers, *streaming)), headers)
+    texts, logprobs = await choices.collect()
+    outputs = [_parse_whole(parser, text) for parser, text in zip(parsers, texts, strict=True)]
     wanted = params.top_logprobs is not None
     return JSONResponse(reply.chat_completion(outputs, choices.done(), logprobs if wanted else None), headers=headers)
 
 
-async def _collect(choices: _Choices, parsers: list[OutputParser]) -> tuple[list[ChatOutput], list[list[TokenLogprob]]]:
-    logprobs: list[list[TokenLogprob]] = [[] for _ in parsers]
-    async for batch in choices.steps():
-        for index, item in batch or ():
-            if isinstance(item, Step):
-                parsers[index].feed(item.text)
-                logprobs[index].extend(item.logprobs)
-    for parser in parsers:
-        parser.close()
-    return [parser.result() for parser in parsers], logprobs
+def _parse_whole(parser: OutputParser, text: str) -> ChatOutput:
+    """The parser fed the whole text once: the same result as streaming it, by construction."""
+    parser.feed(text)
+    parser.close()
+    return parser.result()
 
 
 class _Reply:
@@ -266,24 +279,16 @@ async def completions(request: Request, permission: ApiPermission) -> Response:
     choices = await _Choices.start(model, prompts, params, prompts)
     reply = _Reply("cmpl", model.name)
     headers = {"x-sampler-source": sources}
-    if completion.stream and not request.app.state.config.developer.disable_request_streaming:
-        include_usage = bool(completion.stream_options and completion.stream_options.include_usage)
-        interval = request.app.state.config.network.sse_ping_interval
-        return sse_response(_guarded(_stream_text(reply, choices, include_usage, interval)), headers)
-    texts: list[list[str]] = [[] for _ in prompts]
-    logprobs: list[list[TokenLogprob]] = [[] for _ in prompts]
-    async for batch in choices.steps():
-        for index, item in batch or ():
-            if isinstance(item, Step):
-                texts[index].append(item.text)
-                logprobs[index].extend(item.logprobs)
+    if (streaming := _streams(request, completion)) is not None:
+        return sse_response(_guarded(_stream_text(reply, choices, *streaming)), headers)
+    texts, logprobs = await choices.collect()
     finishes = choices.done()
     wanted = params.top_logprobs is not None
     return JSONResponse(headers=headers, content={
         "id": reply.id, "object": "text_completion", "created": reply.created, "model": reply.model,
-        "choices": [{"index": i, "text": "".join(pieces), "logprobs": _text_logprobs(logprobs[i]) if wanted else None,
+        "choices": [{"index": i, "text": text, "logprobs": _text_logprobs(logprobs[i]) if wanted else None,
                      "finish_reason": _finish_reason(finish), "stop_str": finish.stop_str}
-                    for i, (pieces, finish) in enumerate(zip(texts, finishes, strict=True))],
+                    for i, (text, finish) in enumerate(zip(texts, finishes, strict=True))],
         "usage": _usage(finishes),
     })
 
