@@ -389,6 +389,21 @@ def token_logprobs(result: Mapping[str, Any], pieces: Sequence[str]) -> tuple[To
         for i in range(ids.shape[-1]))
 
 
+def held_before_stop_token(result: Mapping[str, Any], pieces: Sequence[str]) -> list[Step]:
+    """The output a stop token's result still holds back. The library appends each token's piece
+    to its held text *before* it checks for a stop token, so on ``eos_reason == "stop_token"`` the
+    ``held`` dict carries the pending output (the start of a possible stop string, a character split
+    across tokens) followed by the stop token itself (``<|im_end|>``): the first is the model's
+    output, the second is not."""
+    held = result.get("held") or {}
+    ids = held.get("token_ids")
+    if ids is None or ids.shape[-1] < 2:
+        return []
+    text = str(held.get("text") or "").removesuffix(str(result.get("eos_triggering_token_str") or ""))
+    before_stop = {key: value[:, :-1] for key, value in held.items() if key != "text"}
+    return [Step(text, int(ids.shape[-1]) - 1, token_logprobs(before_stop, pieces))]
+
+
 def result_to_steps(result: Mapping[str, Any], prompt_tokens: int, pieces: Sequence[str] = ()) -> list[Step | Finish]:
     """One ``iterate()`` result as our steps; a per-job error raises."""
     if result.get("stage") == "error":
@@ -399,9 +414,9 @@ def result_to_steps(result: Mapping[str, Any], prompt_tokens: int, pieces: Seque
     ids = result.get("token_ids")
     count = int(ids.shape[-1]) if ids is not None else 0
     text = result.get("text") or ""
-    if result.get("eos") and result.get("eos_reason") == "stop_token":
-        text += (result.get("held") or {}).get("text") or ""  # held back as a possible stop string: it was not
     steps: list[Step | Finish] = [Step(text, count, token_logprobs(result, pieces))] if text or count else []
+    if result.get("eos") and result.get("eos_reason") == "stop_token":
+        steps += held_before_stop_token(result, pieces)
     if result.get("eos"):
         reason = result.get("eos_reason")
         steps.append(Finish(
