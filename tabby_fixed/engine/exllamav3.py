@@ -12,6 +12,7 @@ Generation runs on one synchronous ``Generator`` owned by its own thread (``work
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import importlib.util
 import json
@@ -39,6 +40,7 @@ from .worker import GeneratorFailed, GeneratorWorker
 logger = logging.getLogger(__name__)
 
 PAGE = 256  # the paged cache's page size: cache sizes are multiples of it
+LOOP_WINDOW_MIN = 3  # Job(stop_on_loop=(window, 2)) asserts 2 < window
 
 #: Sampler fields this engine applies (the others are accepted and logged as ignored).
 SAMPLER_FIELDS = frozenset({
@@ -154,9 +156,19 @@ def check_draft_mode(config: Any, draft: DraftModelConfig, folder: Path) -> str:
     return mode
 
 
-def sampler_steps(values: Mapping[str, Any], tokenizer: Any = None) -> list[Any]:
+@functools.lru_cache(maxsize=32)
+def breaker_ids(tokenizer: Any, breakers: tuple[str, ...]) -> frozenset[int]:
+    """DRY sequence breakers as the token ids ``SS_DRY`` takes: every token whose piece contains
+    one of the strings (the library's resolution; it scans the whole vocabulary, so it is cached)."""
+    from exllamav3.generator.sampler.custom import dry_sequence_breaker_tokens
+
+    return dry_sequence_breaker_tokens(tokenizer, breakers)
+
+
+def sampler_steps(values: Mapping[str, Any], tokenizer: Any = None, eos_ids: Sequence[int] = ()) -> list[Any]:
     """The ``CustomSampler`` stack for effective sampler values: penalties and bans first (the
-    library requires it), then truncation and temperature, then the terminal sampling step."""
+    library requires it), then truncation and temperature, then the terminal sampling step.
+    ``ban_eos_token`` bans the end-of-sequence ids, so they are never sampled (and never printed)."""
     from exllamav3.generator import sampler as s
 
     sustain = int(1e8) if values["penalty_range"] in (-1, 0) else values["penalty_range"]
@@ -169,10 +181,13 @@ def sampler_steps(values: Mapping[str, Any], tokenizer: Any = None) -> list[Any]
     if values["presence_penalty"] or values["frequency_penalty"]:
         steps.append(s.SS_PresFreqP(values["presence_penalty"], values["frequency_penalty"], sustain, decay))
     if values["dry_multiplier"]:
+        breakers = values["dry_sequence_breakers"]
         steps.append(s.SS_DRY(values["dry_multiplier"], values["dry_base"], values["dry_allowed_length"],
-                              values["dry_range"], values["dry_sequence_breakers"] or None, tokenizer))
-    if values["banned_tokens"]:
-        steps.append(s.SS_BanTokens(list(values["banned_tokens"])))
+                              values["dry_range"], breaker_ids(tokenizer, tuple(breakers)) if breakers else None,
+                              tokenizer))
+    banned = [*values["banned_tokens"], *(eos_ids if values["ban_eos_token"] else ())]
+    if banned:
+        steps.append(s.SS_BanTokens(list(dict.fromkeys(banned))))
     if values["temperature"] == 0 or values["top_k"] == 1:
         return [*steps, s.SS_Argmax()]
     temperature = [s.SS_Temperature(values["temperature"])]
@@ -208,13 +223,18 @@ def output_filters(constraint: Constraint | None, tokenizer: Any) -> list[Any]:
 
 def job_kwargs(values: Mapping[str, Any], budget: int, stops: list[str | int], max_rq_tokens: int,
                top_logprobs: int | None = None) -> dict[str, Any]:
-    """``Job`` arguments besides the prompt, sampler and filters."""
+    """``Job`` arguments besides the prompt, sampler and filters. Loop detection ends the job when
+    the last ``loop_detect_window`` tokens are two or more repeats of one sequence; the library needs
+    a window of at least 3 for that (a shorter one is logged and left off)."""
     window = values["loop_detect_window"] or 0
+    if 0 < window < LOOP_WINDOW_MIN:
+        logger.warning("loop_detect_window %d is too short to hold two repeats (%d or more): loop detection is off "
+                       "for this request", window, LOOP_WINDOW_MIN)
     return {"return_probs": top_logprobs is not None, "return_top_tokens": top_logprobs or 0,
             "max_new_tokens": budget, "min_new_tokens": values["min_tokens"], "seed": values["seed"],
             "stop_conditions": stops, "decode_special_tokens": True, "token_healing": values["token_healing"],
             "banned_strings": list(values["banned_strings"]) or None, "max_rq_tokens": max_rq_tokens,
-            "stop_on_loop": (window, 2) if window > 1 else None}
+            "stop_on_loop": (window, 2) if window >= LOOP_WINDOW_MIN else None}
 
 
 def wants_bos(folder: Path) -> bool:
@@ -333,7 +353,7 @@ class ExLlamaV3Engine:
             from exllamav3.generator.sampler import CustomSampler
 
             with self._tokenizer_lock:
-                return Job(input_ids=ids, sampler=CustomSampler(sampler_steps(values, self._tokenizer)),
+                return Job(input_ids=ids, sampler=CustomSampler(sampler_steps(values, self._tokenizer, self._eos_ids)),
                            filters=output_filters(request.params.constraint, self._tokenizer),
                            **job_kwargs(values, budget, stops, self._max_rq_tokens, request.params.top_logprobs))
 
