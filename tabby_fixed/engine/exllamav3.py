@@ -20,10 +20,12 @@ import logging
 import math
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..config import DraftModelConfig, MemoryConfig, ModelConfig
+from ..errors import ApiError
 from ..templating import find_chat_template
 from .base import (
     Constraint,
@@ -41,6 +43,9 @@ logger = logging.getLogger(__name__)
 
 PAGE = 256  # the paged cache's page size: cache sizes are multiples of it
 LOOP_WINDOW_MIN = 3  # Job(stop_on_loop=(window, 2)) asserts 2 < window
+#: The request field each kind of output constraint comes from, for error messages.
+CONSTRAINT_FIELDS = {"json": "response_format", "json_schema": "json_schema", "regex": "regex_pattern",
+                     "grammar": "grammar_string"}
 
 #: Sampler fields this engine applies (the others are accepted and logged as ignored).
 SAMPLER_FIELDS = frozenset({
@@ -118,6 +123,19 @@ def load_kwargs(settings: ModelConfig, max_batch_size: int, callback: Callable[[
     if settings.gpu_split and not settings.gpu_split_auto:
         kwargs["use_per_device"] = list(settings.gpu_split)
     elif not settings.tensor_parallel:
+        kwargs["reserve_per_device"] = [mb / 1024 for mb in settings.autosplit_reserve]
+    return kwargs
+
+
+def draft_load_kwargs(settings: ModelConfig, draft: DraftModelConfig, max_batch_size: int) -> dict:
+    """``Model.load`` arguments for a draft model or MTP head: always a layer split (no MTP head
+    supports tensor parallelism, and a small drafter gains nothing from it), on ``draft_gpu_split``
+    when given, else the same autosplit reserve as the target."""
+    kwargs: dict[str, Any] = {"max_chunk_size": chunk_size(settings), "max_batch_size": max_batch_size,
+                              "progressbar": True}
+    if draft.draft_gpu_split:
+        kwargs["use_per_device"] = list(draft.draft_gpu_split)
+    else:
         kwargs["reserve_per_device"] = [mb / 1024 for mb in settings.autosplit_reserve]
     return kwargs
 
@@ -262,6 +280,75 @@ def stop_conditions(eos_ids: list[int], values: Mapping[str, Any]) -> list[str |
     return ([] if values["ban_eos_token"] else list(dict.fromkeys(eos_ids))) + requested
 
 
+@dataclass(frozen=True)
+class ModelParts:
+    """What one load puts on the GPUs: the target model and its cache, and the draft model (or MTP
+    head) with its own cache. Built unloaded; ``load_parts`` loads them."""
+
+    model: Any
+    cache: Any
+    draft_model: Any | None
+    draft_cache: Any | None
+    mode: str  # model, mtp, ngram or disabled
+    num_draft: int | None
+    slots: int
+    max_seq_len: int
+    cache_size: int
+
+
+def make_cache(x: Any, model: Any, cache_size: int, cache_mode: str, slots: int, history: int) -> Any:
+    layer, bits = cache_layer(cache_mode)
+    return x.Cache(model, max_num_tokens=cache_size, layer_type=getattr(x, layer) if layer else None,
+                   max_batch_size=slots, max_history=history, **bits)
+
+
+def build_parts(x: Any, config: Any, folder: Path, settings: ModelConfig, draft: DraftModelConfig) -> ModelParts:
+    """Models and caches for a load, nothing loaded yet. Both caches get the same state slots and
+    the same history: a recurrent model (target or draft) needs ``max_history`` of at least the
+    draft length, and its slots bound the batch, as the library's own model_init wires them."""
+    mode = check_draft_mode(config, draft, folder)
+    max_seq_len, cache_size = context_sizes(settings, config.max_position_embeddings)
+    model = x.Model.from_config(config)
+    draft_model = None
+    if mode in ("model", "mtp"):
+        draft_config = config if mode == "mtp" else x.Config.from_directory(
+            str(Path(draft.draft_model_dir) / str(draft.draft_model_name)))
+        draft_model = x.Model.from_config(draft_config, component="mtp" if mode == "mtp" else "text")
+    num_draft = draft_tokens(draft, draft_model.caps.get("default_draft_size", 4)) if draft_model is not None \
+        else draft_tokens(draft, 4) if mode == "ngram" else None
+    recurrent = any(bool(m.caps.get("recurrent_states")) for m in (model, draft_model) if m is not None)
+    slots = batch_slots(settings, recurrent)
+    cache = make_cache(x, model, cache_size, settings.cache_mode, slots, num_draft or 0)
+    draft_cache = make_cache(x, draft_model, cache_size, draft.draft_cache_mode, slots, num_draft or 0) \
+        if draft_model is not None else None
+    return ModelParts(model, cache, draft_model, draft_cache, mode, num_draft, slots, max_seq_len, cache_size)
+
+
+def load_parts(parts: ModelParts, settings: ModelConfig, draft: DraftModelConfig,
+               progress: Callable[[int, int], None] | None) -> None:
+    """The draft first (layer split), then the target, then the warm-up passes."""
+    if parts.draft_model is not None:
+        parts.draft_model.load(**draft_load_kwargs(settings, draft, parts.slots))
+    parts.model.load(**load_kwargs(settings, parts.slots, progress))
+    parts.model.warmup(cache=parts.cache, max_chunk_size=chunk_size(settings))
+
+
+def unload_parts(parts: ModelParts) -> None:
+    """Free whatever of a load is on the GPUs (unloading a model that never loaded is harmless)."""
+    import torch
+
+    for model in (parts.draft_model, parts.model):
+        if model is not None:
+            try:
+                model.unload()
+            except Exception:
+                logger.exception("unloading %s failed", type(model).__name__)
+    parts.cache.detach_from_model()
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
 # -- the engine -------------------------------------------------------------------------------
 
 class ExLlamaV3Engine:
@@ -273,66 +360,55 @@ class ExLlamaV3Engine:
                  templates_dir: Path | None = None, progress: Callable[[int, int], None] | None = None) -> None:
         import exllamav3 as x
 
-        self._tokenizer_lock = threading.Lock()
         config = x.Config.from_directory(str(folder))
         if settings.cpu_moe_offload_layers:
             config.infer_params.moe_cpu_offload = settings.cpu_moe_offload_layers
-        mode = check_draft_mode(config, draft, folder)
-        self._max_seq_len, cache_size = context_sizes(settings, config.max_position_embeddings)
-        self._model = x.Model.from_config(config)
-        recurrent = bool(self._model.caps.get("recurrent_states"))
-        slots = batch_slots(settings, recurrent)
-        self._draft_model = None
-        draft_cache = None
-        num_draft = None
-        if mode in ("model", "mtp"):
-            draft_config = config if mode == "mtp" else x.Config.from_directory(
-                str(Path(draft.draft_model_dir) / str(draft.draft_model_name)))
-            self._draft_model = x.Model.from_config(draft_config, component="mtp" if mode == "mtp" else "text")
-            num_draft = draft_tokens(draft, self._draft_model.caps.get("default_draft_size", 4))
-            layer, bits = cache_layer(draft.draft_cache_mode)
-            draft_cache = x.Cache(self._draft_model, max_num_tokens=cache_size,
-                                  layer_type=getattr(x, layer) if layer else None, **bits)
-        elif mode == "ngram":
-            num_draft = draft_tokens(draft, 4)
-        layer, bits = cache_layer(settings.cache_mode)
-        self._cache = x.Cache(self._model, max_num_tokens=cache_size, layer_type=getattr(x, layer) if layer else None,
-                              max_batch_size=slots, max_history=num_draft or 0, **bits)
-        self._tokenizer = x.Tokenizer.from_config(config)
-        if self._draft_model is not None:
-            self._draft_model.load(**load_kwargs(settings, slots, None))
-        self._model.load(**load_kwargs(settings, slots, progress))
-        self._model.warmup(cache=self._cache, max_chunk_size=chunk_size(settings))
-        self._eos_ids = list(config.eos_token_id_list)
+        parts = build_parts(x, config, folder, settings, draft)
+        self._parts = parts
+        # Two tokenizers: encoding flips a flag on the tokenizer it runs on, and the generator
+        # thread encodes too (banned strings, when a job is queued or requeued), so requests
+        # encode on their own copy, under a lock of its own.
+        self._tokenizer = x.Tokenizer.from_config(config)  # the generator thread's
+        self._request_tokenizer = x.Tokenizer.from_config(config)
+        self._tokenizer_lock = threading.Lock()  # guards _request_tokenizer
+        self._max_seq_len = parts.max_seq_len
+        self._eos_ids = list(dict.fromkeys(config.eos_token_id_list))
         self._bos = (self._tokenizer.bos_token_id, wants_bos(folder))
         self._pieces = self._tokenizer.get_id_to_piece_list(True)
         self._max_rq_tokens = chunk_size(settings)
-        generator = generator_kwargs(settings, draft, memory, slots, num_draft)
+        generator = generator_kwargs(settings, draft, memory, parts.slots, parts.num_draft)
         self._worker = GeneratorWorker(lambda: x.Generator(
-            model=self._model, cache=self._cache, tokenizer=self._tokenizer, draft_model=self._draft_model,
-            draft_cache=draft_cache, **generator))
-        self._worker.start()
+            model=parts.model, cache=parts.cache, tokenizer=self._tokenizer, draft_model=parts.draft_model,
+            draft_cache=parts.draft_cache, **generator))
+        try:
+            load_parts(parts, settings, draft, progress)
+            self._worker.start()
+        except BaseException:
+            unload_parts(parts)  # weights already on the GPUs would stay there, unreachable
+            raise
         template = find_chat_template(folder, settings.prompt_template, templates_dir)
         self.info = ModelInfo(
             name=folder.name, max_seq_len=self._max_seq_len, chat_template=template[1] if template else None,
             chat_template_name=template[0] if template else None, tool_format=None, reasoning=False,
-            bos_token=self._tokenizer.bos_token, eos_token=self._tokenizer.eos_token, max_batch_size=slots,
-            cache_size=cache_size, cache_mode=settings.cache_mode)
+            bos_token=self._tokenizer.bos_token, eos_token=self._tokenizer.eos_token, max_batch_size=parts.slots,
+            cache_size=parts.cache_size, cache_mode=settings.cache_mode)
         logger.info("%s: context %d, cache %d tokens (%s), %d slots, drafting: %s%s", folder.name, self._max_seq_len,
-                    cache_size, settings.cache_mode, slots, mode, f" ({num_draft} tokens)" if num_draft else "")
+                    parts.cache_size, settings.cache_mode, parts.slots, parts.mode,
+                    f" ({parts.num_draft} tokens)" if parts.num_draft else "")
 
     def encode(self, text: str, *, add_bos: bool = False, special_tokens: bool = True) -> list[int]:
         return self._encode(text, add_bos, special_tokens)[0].tolist()
 
     def _encode(self, text: str, add_bos: bool, special_tokens: bool) -> Any:
-        with self._tokenizer_lock:  # encoding flips a flag shared with the generator thread
-            return self._tokenizer.encode(text, add_bos=add_bos, encode_special_tokens=special_tokens)
+        with self._tokenizer_lock:
+            return self._request_tokenizer.encode(text, add_bos=add_bos, encode_special_tokens=special_tokens)
 
     def decode(self, ids: list[int], *, special_tokens: bool = True) -> str:
         import torch
 
         with self._tokenizer_lock:
-            return self._tokenizer.decode(torch.tensor(ids, dtype=torch.long), decode_special_tokens=special_tokens)
+            return self._request_tokenizer.decode(torch.tensor(ids, dtype=torch.long),
+                                                  decode_special_tokens=special_tokens)
 
     def active_jobs(self) -> int:
         return self._worker.active_jobs()
@@ -347,17 +423,29 @@ class ExLlamaV3Engine:
         budget = completion_budget(prompt_tokens, self._max_seq_len, request.params.max_tokens)
         values = request.params.sampler
         stops = stop_conditions(self._eos_ids, {**values, "stop": list(request.params.stop)})
+        filters = await asyncio.to_thread(self._filters, request.params.constraint)
 
-        def build_job() -> Any:
+        def build_job() -> Any:  # on the generator thread, which alone uses self._tokenizer
             from exllamav3 import Job
             from exllamav3.generator.sampler import CustomSampler
 
-            with self._tokenizer_lock:
-                return Job(input_ids=ids, sampler=CustomSampler(sampler_steps(values, self._tokenizer, self._eos_ids)),
-                           filters=output_filters(request.params.constraint, self._tokenizer),
-                           **job_kwargs(values, budget, stops, self._max_rq_tokens, request.params.top_logprobs))
+            return Job(input_ids=ids, sampler=CustomSampler(sampler_steps(values, self._tokenizer, self._eos_ids)),
+                       filters=filters,
+                       **job_kwargs(values, budget, stops, self._max_rq_tokens, request.params.top_logprobs))
 
         return self._results(build_job, prompt_tokens)
+
+    def _filters(self, constraint: Constraint | None) -> list[Any]:
+        """The request's output filter, built before anything is queued: a schema, regex or grammar
+        LLGuidance refuses is the client's mistake, a 400 that names it."""
+        try:
+            with self._tokenizer_lock:
+                return output_filters(constraint, self._request_tokenizer)
+        except ValueError as error:
+            assert constraint is not None
+            field = CONSTRAINT_FIELDS[constraint.kind]
+            raise ApiError(400, f"{field} cannot be used to constrain the output: {error}",
+                           param=field) from error
 
     async def _results(self, build_job: Callable[[], Any], prompt_tokens: int) -> AsyncIterator[Step | Finish]:
         """The job's steps; it is queued on the first iteration, so a job nobody reads never runs."""
@@ -376,16 +464,8 @@ class ExLlamaV3Engine:
 
     async def unload(self) -> None:
         """Ends running jobs, closes the generator, frees weights and caches."""
-        import torch
-
         await asyncio.to_thread(self._worker.stop)
-        for model in (self._draft_model, self._model):
-            if model is not None:
-                model.unload()
-        self._cache.detach_from_model()
-        self._draft_model = None
-        gc.collect()
-        torch.cuda.empty_cache()
+        unload_parts(self._parts)
 
 
 def token_logprobs(result: Mapping[str, Any], pieces: Sequence[str]) -> tuple[TokenLogprob, ...]:

@@ -49,7 +49,7 @@ TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|i
             "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
 
-def make_model_folder(folder: Path, architecture: str = "Qwen3ForCausalLM") -> Path:
+def make_model_folder(folder: Path, architecture: str = "Qwen3ForCausalLM", **config: object) -> Path:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -68,7 +68,7 @@ def make_model_folder(folder: Path, architecture: str = "Qwen3ForCausalLM") -> P
         "architectures": [architecture], "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
         "num_key_value_heads": 2, "head_dim": 16, "num_hidden_layers": 2, "vocab_size": 320,
         "max_position_embeddings": 3000, "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "eos_token_id": 2,
-        "tie_word_embeddings": False, "torch_dtype": "float16"}))
+        "tie_word_embeddings": False, "torch_dtype": "float16", **config}))
     (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": [2, 0], "temperature": 0.7}))
     (folder / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|im_end|>", "add_bos_token": False,
                                                               "chat_template": TEMPLATE}))

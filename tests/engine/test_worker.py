@@ -10,9 +10,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import exllamav3
 import pytest
 
-from tabby_fixed.engine.base import Finish, GenerationParams, GenerationRequest, Step
+from tabby_fixed.engine.base import Constraint, Finish, GenerationParams, GenerationRequest, Step
 from tabby_fixed.engine.exllamav3 import ExLlamaV3Engine
 from tabby_fixed.engine.worker import GeneratorFailed, GeneratorWorker
 from tabby_fixed.errors import ApiError
@@ -32,6 +33,7 @@ def engine_on(make: Callable[[], ScriptedGenerator], tokenizer) -> ExLlamaV3Engi
     """The real engine class without its GPU load: tokenizer, limits and worker set as __init__ does."""
     engine = ExLlamaV3Engine.__new__(ExLlamaV3Engine)
     engine._tokenizer, engine._tokenizer_lock = tokenizer, threading.Lock()
+    engine._request_tokenizer = exllamav3.Tokenizer.from_config(tokenizer.config)
     engine._max_seq_len, engine._eos_ids, engine._max_rq_tokens, engine._bos = 3000, [2, 0], 2048, (None, False)
     engine._pieces = tokenizer.get_id_to_piece_list(True)
     engine._worker = GeneratorWorker(make, idle_poll=0.05)
@@ -175,13 +177,17 @@ def test_the_context_is_checked_before_a_job_exists(scripted):
     assert error.value.code == "context_length_exceeded"
 
 
-def test_a_job_that_cannot_be_built_fails_alone(scripted):
-    engine, _ = scripted("a")
-    with pytest.raises(ValueError):  # llguidance refuses the grammar while the job is built
-        from tabby_fixed.engine.base import Constraint
-
-        bad = GenerationRequest("hi", GenerationParams(sampler=NEUTRAL, constraint=Constraint("grammar", "x ::= (")))
-        asyncio.run(collect(engine, bad))
+@pytest.mark.parametrize(("constraint", "field"), [
+    (Constraint("grammar", "x ::= ("), "grammar_string"), (Constraint("regex", "(unclosed"), "regex_pattern"),
+    (Constraint("json_schema", {"type": "no-such-type"}), "json_schema"),
+])
+def test_a_constraint_llguidance_refuses_is_a_400_before_anything_is_queued(scripted, constraint, field):
+    engine, generator = scripted("a")
+    bad = GenerationRequest("hi", GenerationParams(sampler=NEUTRAL, constraint=constraint))
+    with pytest.raises(ApiError) as error:
+        asyncio.run(engine.generate(bad))
+    assert error.value.status == 400 and error.value.param == field and field in error.value.message
+    assert generator.job_serial == 0, "no job was queued"
     assert isinstance(asyncio.run(collect(engine, request()))[-1], Finish)
 
 
