@@ -423,7 +423,8 @@ class ExLlamaV3Engine:
         budget = completion_budget(prompt_tokens, self._max_seq_len, request.params.max_tokens)
         values = request.params.sampler
         stops = stop_conditions(self._eos_ids, {**values, "stop": list(request.params.stop)})
-        filters = await asyncio.to_thread(self._filters, request.params.constraint)
+        constraint = request.params.constraint
+        filters = await asyncio.to_thread(self._filters, constraint) if constraint is not None else []
 
         def build_job() -> Any:  # on the generator thread, which alone uses self._tokenizer
             from exllamav3 import Job
@@ -435,14 +436,13 @@ class ExLlamaV3Engine:
 
         return self._results(build_job, prompt_tokens)
 
-    def _filters(self, constraint: Constraint | None) -> list[Any]:
+    def _filters(self, constraint: Constraint) -> list[Any]:
         """The request's output filter, built before anything is queued: a schema, regex or grammar
         LLGuidance refuses is the client's mistake, a 400 that names it."""
         try:
             with self._tokenizer_lock:
                 return output_filters(constraint, self._request_tokenizer)
         except ValueError as error:
-            assert constraint is not None
             field = CONSTRAINT_FIELDS[constraint.kind]
             raise ApiError(400, f"{field} cannot be used to constrain the output: {error}",
                            param=field) from error

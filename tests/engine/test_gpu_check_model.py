@@ -26,3 +26,13 @@ def test_the_tiny_source_model_has_the_weights_the_library_expects(tmp_path):
     assert tokenizer.single_id("<tool_call>") is not None and 2 in config.eos_token_id_list
     call = tokenizer.encode(gpu_check.FORCED_CALL, encode_special_tokens=True)
     assert tokenizer.decode(call, decode_special_tokens=True)[0] == gpu_check.FORCED_CALL
+
+
+def test_the_forced_tool_call_regex_is_accepted_by_python_and_llguidance(tokenizer):
+    import re
+
+    from exllamav3.generator.filter import LLGuidanceFilter
+
+    pattern = gpu_check.literal_regex(gpu_check.FORCED_CALL)
+    assert re.fullmatch(pattern, gpu_check.FORCED_CALL) and "\n" not in pattern
+    LLGuidanceFilter(tokenizer, regex=pattern, eos_after_completed=True)
