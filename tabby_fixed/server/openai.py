@@ -274,7 +274,7 @@ class _Reply:
             choices.append({
                 "index": index,
                 "message": {"role": "assistant", "content": output.content, "reasoning_content": output.reasoning,
-                            "tool_calls": calls or None},
+                            "reasoning": output.reasoning, "tool_calls": calls or None},
                 "logprobs": {"content": _logprob_entries(logprobs[index])} if logprobs is not None else None,
                 "finish_reason": finish_reason(finish, output), "stop_str": finish.stop_str,
             })
@@ -285,8 +285,8 @@ class _Reply:
 def _delta(event: OutputEvent, ids: dict[int, str]) -> dict[str, Any] | None:
     if isinstance(event, ContentDelta):
         return {"content": event.text}
-    if isinstance(event, ReasoningDelta):
-        return {"reasoning_content": event.text}
+    if isinstance(event, ReasoningDelta):  # both names: clients read one or the other (vLLM renamed it)
+        return {"reasoning_content": event.text, "reasoning": event.text}
     if isinstance(event, ToolCallBegin):
         ids[event.index] = _call_id()
         return {"tool_calls": [{"index": event.index, "id": ids[event.index], "type": "function",
