@@ -110,6 +110,8 @@ def install() -> None:
     if installed.is_file() and (INSTALL / "package-lock.json").is_file() \
             and (INSTALL / "package-lock.json").read_bytes() == lock:
         return
+    if shutil.which("npm") is None:
+        raise SystemExit("make test-agents needs Node.js 20 or newer with npm on PATH (the agents come from npm)")
     INSTALL.mkdir(exist_ok=True)
     for name in ("package.json", "package-lock.json"):
         shutil.copyfile(PINS / name, INSTALL / name)

@@ -132,10 +132,15 @@ def _tools(tools: list[ResponseTool]) -> list[dict[str, Any]]:
     return functions
 
 
-def _tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
-    if isinstance(choice, dict):
+def _tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any] | None:
+    """A function named in ``tool_choice`` is forced as in chat; a choice of another tool type (or
+    ``allowed_tools``) names nothing served here, so it is left out with a log line."""
+    if not isinstance(choice, dict):
+        return choice
+    if choice.get("type") == "function":
         return {"type": "function", "function": {"name": choice.get("name")}}
-    return choice
+    logger.info("responses: tool_choice %s has no effect here", choice.get("type"))
+    return None
 
 
 def _response_format(text: TextConfig | None) -> dict[str, Any] | None:
@@ -165,7 +170,7 @@ def to_chat_request(body: ResponsesRequest, history: list[InputItem]) -> ChatCom
         chat["tools"] = functions
         chat["parallel_tool_calls"] = body.parallel_tool_calls
         if body.tool_choice is not None:
-            chat["tool_choice"] = _tool_choice(body.tool_choice)
+            chat["tool_choice"] = _tool_choice(body.tool_choice)  # None is dropped below
     if body.reasoning is not None and body.reasoning.effort is not None:
         chat["reasoning_effort"] = body.reasoning.effort
     return validated({k: v for k, v in chat.items() if v is not None}, ChatCompletionRequest)

@@ -146,6 +146,15 @@ def test_an_error_mid_stream_fails_the_response(http: httpx.Client):
     assert payload["response"]["status"] == "failed"
 
 
+def test_tool_choice_of_another_tool_type_is_ignored(client: openai.OpenAI):
+    response = client.responses.create(model="tester", input="RAW:" + WRITE, tools=[*FUNCTIONS, *SKIPPED],
+                                       tool_choice={"type": "web_search"})
+    assert [item.type for item in response.output] == ["message", "function_call", "function_call"]
+    forced = client.responses.create(model="tester", input="RAW:" + WRITE, tools=FUNCTIONS,
+                                     tool_choice={"type": "function", "name": "write_file"})
+    assert forced.tool_choice.name == "write_file" and forced.status == "completed"
+
+
 def test_bad_input_is_a_400(client: openai.OpenAI):
     with pytest.raises(openai.BadRequestError) as error:
         client.responses.create(model="tester", input=[{"type": "message", "role": "user", "content": 5}])
