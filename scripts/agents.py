@@ -2,7 +2,7 @@
 
 OpenCode and Qwen Code speak chat completions, Claude Code the Anthropic Messages API, Codex CLI
 the Responses API. Each is installed from the npm registry at the versions pinned in
-``tests/agents/package-lock.json`` (into ``.agents/``, ignored by git), then run once with a
+``tests/agents/package.json`` and its lock file (into ``.agents/``, ignored by git), then run once with a
 temporary HOME and working folder, telemetry off, against a server that serves
 ``tests/agents/models/<agent>``: a scripted model that answers the task below with that agent's
 own file-writing or shell tool. An agent passes when it exits 0 on its own and both files hold
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -104,11 +105,13 @@ AGENTS = [Agent("opencode", _opencode), Agent("qwen-code", _qwen_code), Agent("c
 
 
 def install() -> None:
-    """``npm ci`` from the pinned lock file, skipped when ``.agents`` already holds exactly it."""
-    lock = (PINS / "package-lock.json").read_bytes()
-    installed = INSTALL / "node_modules" / ".package-lock.json"
-    if installed.is_file() and (INSTALL / "package-lock.json").is_file() \
-            and (INSTALL / "package-lock.json").read_bytes() == lock:
+    """``npm install`` from the pinned package.json and lock file, skipped when ``.agents`` was
+    installed from exactly these. (Not ``npm ci``: npm drops some platform-only optional packages
+    from lock files it writes, and ``npm ci`` then refuses them as out of sync.)"""
+    pins = b"".join((PINS / name).read_bytes() for name in ("package.json", "package-lock.json"))
+    stamp = INSTALL / "installed-from.txt"
+    wanted = hashlib.sha256(pins).hexdigest()
+    if stamp.is_file() and stamp.read_text() == wanted and BIN.is_dir():
         return
     if shutil.which("npm") is None:
         raise SystemExit("make test-agents needs Node.js 20 or newer with npm on PATH (the agents come from npm)")
@@ -116,7 +119,8 @@ def install() -> None:
     for name in ("package.json", "package-lock.json"):
         shutil.copyfile(PINS / name, INSTALL / name)
     started = time.monotonic()
-    subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=INSTALL, check=True)
+    subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"], cwd=INSTALL, check=True)
+    stamp.write_text(wanted)
     print(f"installed the agents in {time.monotonic() - started:.0f} s", flush=True)
 
 
