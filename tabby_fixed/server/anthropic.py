@@ -139,14 +139,14 @@ class _Message:
     def on(self, item: OutputEvent) -> bytes:
         if isinstance(item, ReasoningDelta):
             out = self._start({"type": "thinking", "thinking": "", "signature": ""})
-            self._open["thinking"] += item.text  # type: ignore[index]
+            self.body["content"][-1]["thinking"] += item.text
             return out + self._delta({"type": "thinking_delta", "thinking": item.text})
         if isinstance(item, ContentDelta):
             text = self._text.text(item.text, self._kind == "text")
             if text is None:
                 return b""
             out = self._start({"type": "text", "text": ""})
-            self._open["text"] += text  # type: ignore[index]
+            self.body["content"][-1]["text"] += text
             return out + self._delta({"type": "text_delta", "text": text})
         if isinstance(item, ToolCallBegin):
             self._text.drop()

@@ -5,7 +5,9 @@ Claude Code and the ``anthropic`` SDK send many fields we have no use for (``met
 unknown fields are kept and ignored, never a 400. What is translated:
 
 - ``system`` (a string or text blocks) and ``role: "system"`` entries inside ``messages`` become
-  the one leading system message, in order (chat templates accept a system message only first);
+  the one leading system message, in order, blocks separated by a blank line (chat templates
+  accept a system message only first); Claude Code's ``x-anthropic-billing-header`` block is
+  left out;
 - ``text`` blocks become text, ``image`` blocks image parts (left out without vision, as in
   chat completions), ``thinking`` blocks the assistant message's ``reasoning_content``;
 - ``tool_use`` blocks become the assistant's ``tool_calls``; ``tool_result`` blocks (string or
@@ -95,6 +97,19 @@ def _text_of(content: str | list[ContentBlock] | None) -> str:
     return content or ""
 
 
+#: Claude Code opens its system prompt with a block like ``x-anthropic-billing-header:
+#: cc_version=2.1.332.9f8; cc_entrypoint=sdk-cli;`` whose stamp changes between conversations;
+#: it means nothing to a model, and left in it would spoil the prefix cache for the long prompt behind it.
+_BILLING_HEADER = "x-anthropic-billing-header:"
+
+
+def _add_system(conversation: Conversation, system: str | list[ContentBlock] | None) -> None:
+    """Each system text block on its own (they are paragraphs), less Claude Code's billing stamp."""
+    for block in [ContentBlock(type="text", text=system)] if isinstance(system, str) else system or []:
+        if block.type == "text" and not (block.text or "").startswith(_BILLING_HEADER):
+            conversation.system(block.text or "")
+
+
 def _add_user(conversation: Conversation, blocks: list[ContentBlock]) -> None:
     """Tool results first, as ``role: tool`` messages; then the user's own text and images."""
     parts = []
@@ -142,12 +157,12 @@ def _tool_choice(choice: AnthropicToolChoice) -> str | dict[str, Any]:
 def to_chat_request(body: MessagesRequest) -> ChatCompletionRequest:
     """The chat request that serves a Messages request; a 400 names the Messages field at fault."""
     conversation = Conversation()
-    conversation.system(_text_of(body.system))
+    _add_system(conversation, body.system)
     for message in body.messages:
         blocks = [ContentBlock(type="text", text=message.content)] if isinstance(message.content, str) \
             else message.content
         if message.role == "system":
-            conversation.system(_text_of(blocks))
+            _add_system(conversation, blocks)
         elif message.role == "user":
             _add_user(conversation, blocks)
         else:

@@ -121,11 +121,10 @@ async def create(request: Request, permission: ApiPermission) -> Response:
             _store(request).put(result, history + new_items + output)
         return result
 
-    if (streaming := stream_settings(request, chat)) is not None:
-        events = _Events(response, keep)
-        return sse_response(guarded(events.stream(job.events(streaming[1])), events.failed), job.headers)
-    events, done = await job.whole()
     answer = _Events(response, keep)
+    if (streaming := stream_settings(request, chat)) is not None:
+        return sse_response(guarded(answer.stream(job.events(streaming[1])), answer.failed), job.headers)
+    events, done = await job.whole()
     for item in events:
         answer.on(item)
     answer.end(done)

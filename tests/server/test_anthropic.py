@@ -201,3 +201,15 @@ def test_translation_matches_the_chat_parser(claude: anthropic.Anthropic):
         message = claude.messages.create(model="tester", max_tokens=1000, tools=ANTHROPIC_TOOLS, messages=ask(text))
         assert [(b.name, b.input) for b in message.content if b.type == "tool_use"] == \
             [(c.name, c.arguments) for c in want.tool_calls]
+
+
+def test_system_blocks_become_one_leading_message_without_the_billing_stamp():
+    from tabby_fixed.server.anthropic_models import MessagesRequest, to_chat_request
+
+    body = MessagesRequest.model_validate({
+        "system": [{"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.332.9f8; cc_entrypoint=cli;"},
+                   {"type": "text", "text": "You are an agent."}, {"type": "text", "text": "Be brief."}],
+        "messages": [{"role": "user", "content": "hi"}, {"role": "system", "content": "A reminder."}]})
+    messages = to_chat_request(body).messages
+    assert [(m.role, m.text()) for m in messages] == [
+        ("system", "You are an agent.\n\nBe brief.\n\nA reminder."), ("user", "hi")]
