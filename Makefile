@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: test lint bench serve probe rebase rebase-continue upstream-check clean
+.PHONY: test test-agents lint bench serve probe rebase rebase-continue upstream-check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,11 @@ lint: $(VENV)/.installed
 
 test: lint
 	$(BIN)/python -m pytest tabby_fixed tests
+
+# OpenCode, Qwen Code, Claude Code and Codex CLI (pinned in tests/agents/, installed from npm into
+# .agents/) run headless against scripted models; each must write two files byte for byte and exit.
+test-agents: $(VENV)/.installed
+	$(BIN)/python scripts/agents.py $(if $(AGENTS),--only $(AGENTS))
 
 # With a config.yml here, serve what it says; without one, the scripted demo model on port 5000.
 serve: $(VENV)/.installed

@@ -81,6 +81,10 @@ class NetworkConfig(_Section):
     sse_ping_interval: float = Field(15, ge=0, description="Seconds between keep-alive comments on a quiet stream.")
     max_request_bytes: int = Field(
         33554432, gt=0, description="Largest request body accepted, in bytes; a larger one is refused with 413.")
+    responses_store_size: int = Field(
+        1000, ge=0, description="Responses kept for previous_response_id and GET /v1/responses/{id}; 0 keeps none.")
+    responses_store_ttl: float = Field(
+        3600, gt=0, description="Seconds a stored response is kept.")
 
     @field_validator("api_servers")
     @classmethod

@@ -25,10 +25,13 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import httpx
+
+from .probe_apis import APIS
+from .probe_apis import ApiReply as _Reply  # calls as (name, arguments text), content, finish reason, fault
 
 Result = Literal["PASS", "FAIL", "MODEL"]
 _STRING = {"type": "string"}
@@ -102,14 +105,6 @@ class Verdict:
     attempts: int = 1
 
 
-@dataclass
-class _Reply:
-    """What one request brought back: calls as (name, arguments text), content, finish reason."""
-
-    calls: list[tuple[str, str]] = field(default_factory=list)
-    content: str = ""
-    finish_reason: str | None = None
-    problem: str | None = None  # a protocol fault seen while reading the stream
 
 
 def visible(value: Any) -> str:
@@ -187,8 +182,12 @@ class Probe:
     """One server, one model: asks each case in each mode and keeps the verdicts."""
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, retries: int = 2,
-                 timeout: float = 300) -> None:
+                 timeout: float = 300, api: str = "chat") -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        if api == "messages":  # Anthropic's own key header and version, as its clients send them
+            headers.update({"x-api-key": api_key, "anthropic-version": "2023-06-01"} if api_key else
+                           {"anthropic-version": "2023-06-01"})
+        self._api = api
         self._client = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout)
         self._model = model
         self._retries = retries
@@ -228,6 +227,9 @@ class Probe:
                 "temperature": 0, "max_tokens": 1024, "stream": stream}
 
     def _ask(self, case: ProbeCase, mode: str) -> _Reply:
+        if self._api in APIS:
+            body, ask = APIS[self._api]
+            return ask(self._client, body(self._model, case.prompt(), TOOLS, mode == "stream"))
         if mode == "plain":
             response = self._client.post("/chat/completions", json=self._body(case, False))
             response.raise_for_status()
@@ -315,7 +317,9 @@ def _print_table(verdicts: list[Verdict]) -> None:
 def add_probe_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-url", required=True, help="the server's OpenAI base URL, e.g. http://127.0.0.1:5000/v1")
     parser.add_argument("--model", required=True, help="the model name to send")
-    parser.add_argument("--api-key", help="sent as Authorization: Bearer")
+    parser.add_argument("--api-key", help="sent as Authorization: Bearer (and x-api-key with --api messages)")
+    parser.add_argument("--api", choices=("chat", "messages", "responses"), default="chat",
+                        help="chat completions (default), Anthropic Messages or OpenAI Responses")
     parser.add_argument("--json", action="store_true", help="print the verdicts as JSON")
     parser.add_argument("--only", help="comma-separated case names: " + ", ".join(c.name for c in CASES))
     parser.add_argument("--retries", type=int, default=2, help="times to re-ask after a MODEL verdict (default 2)")
@@ -329,7 +333,7 @@ def run_probe(options: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"tabby-fixed probe: {error}", file=sys.stderr)
         return 2
-    probe = Probe(options.base_url, options.model, options.api_key, options.retries)
+    probe = Probe(options.base_url, options.model, options.api_key, options.retries, api=options.api)
     try:
         if options.wait and not probe.wait(options.wait):
             print(f"tabby-fixed probe: {options.base_url} did not answer within {options.wait:g} s", file=sys.stderr)
