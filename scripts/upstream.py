@@ -43,7 +43,7 @@ class Paths:
         self.checkout = root / "upstream" / "src"
         self.stock = root / "upstream" / "stock"
         self.logs = root / "upstream" / "logs"
-        self.venv = venv or root / ".upstream-venv"
+        self.venv = (venv or root / ".upstream-venv").resolve()
         self.state = self.checkout / ".git" / "tabby-fixed-rebase.json"
         self.in_am = self.checkout / ".git" / "rebase-apply"
 
@@ -200,6 +200,10 @@ def report_conflict(paths: Paths, result: subprocess.CompletedProcess[str]) -> i
               f"To give up and leave patches/ as they are:\n  git -C {where} am --abort", file=sys.stderr)
         return 1
     print(f"\nFiles, in {where}:", *lines, sep="\n", file=sys.stderr)
+    if "no merge was possible" in "".join(lines):
+        print(f"\nNo merge was possible, so the tree is as upstream has it: make the patch's changes by hand\n"
+              f"(git -C {where} am --show-current-patch=diff shows them; git -C {where} apply --reject\n"
+              f"applies the hunks that still fit).", file=sys.stderr)
     print("\nResolve them (keeping both sides' intent), then:", file=sys.stderr)
     if to_add:
         print(f"  git -C {where} add {' '.join(to_add)}", file=sys.stderr)

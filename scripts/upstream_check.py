@@ -6,8 +6,8 @@ uvicorn with only the model container replaced (``scripts/upstream_standin.py``:
 streams a scripted text in small chunks), posts every conformance case with its tools through the
 OpenAI SDK, non-streaming and streaming in 1- and 3-character chunks, and compares the calls,
 content and finish reason with what a correct server returns. It prints one row per format and
-seed shape, stock and patched side by side, then runs upstream's own test suite on the patched
-tree.
+seed shape, stock and patched side by side, then runs upstream's own test suite and its pinned
+ruff (check and format) on the patched tree.
 
 Upstream's dependencies live in their own virtual environment (``.upstream-venv``), installed from
 the patched tree's ``pyproject.toml`` with ``pip install <tree>``: its base dependencies all install
@@ -34,7 +34,8 @@ HERE = Path(__file__).resolve().parent
 FORMATS = ("qwen3_coder", "glm4_5", "minimax_m2")
 MODES = (("non-streaming", False, 3), ("streaming, 1-char chunks", True, 1), ("streaming, 3-char chunks", True, 3))
 SHAPES = {"000": "JSON-looking strings, indentation", "001": "quoted names",
-          "002": "bare <function=> (and in prose)", "004": "name= attributes, nameless JSON"}
+          "002": "bare <function=> (and in prose)", "004": "name= attributes, nameless JSON",
+          "-": "unparseable tool-call text -> content"}
 
 
 def ensure_venv(venv: Path, tree: Path) -> Path:
@@ -46,9 +47,9 @@ def ensure_venv(venv: Path, tree: Path) -> Path:
         return python
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    print(f"Installing upstream's dependencies into {venv} (pip install {tree}) ...", flush=True)
-    # httpx: upstream's tests use FastAPI's TestClient
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", str(tree), "httpx"], check=True)
+    print(f"Installing upstream's dependencies into {venv} (pip install {tree}[dev]) ...", flush=True)
+    # [dev]: upstream's pinned ruff. httpx: upstream's tests use FastAPI's TestClient
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", f"{tree}[dev]", "httpx"], check=True)
     stamp.write_text(wanted)
     return python
 
@@ -116,7 +117,7 @@ def problem(case: ConformanceCase, reply: Reply) -> str | None:
 
 def run_tree(python: Path, tree: Path, logs: Path) -> dict[tuple[str, str], list[str]]:
     """Per (format, seed): one entry per case and mode, '' when right, else what went wrong."""
-    from openai import OpenAI
+    from openai import APIError, OpenAI
 
     results: dict[tuple[str, str], list[str]] = {}
     for tool_format in FORMATS:
@@ -124,7 +125,10 @@ def run_tree(python: Path, tree: Path, logs: Path) -> dict[tuple[str, str], list
             client = OpenAI(base_url=url, api_key="stand-in", max_retries=0, timeout=30)
             for case in (c for c in CASES if c.tool_format == tool_format):
                 for mode, stream, chunk in MODES:
-                    wrong = problem(case, ask(client, case, stream, chunk))
+                    try:
+                        wrong = problem(case, ask(client, case, stream, chunk))
+                    except APIError as error:  # upstream answered with an error: a failed case, not a crash
+                        wrong = f"request failed: {error}"
                     results.setdefault((tool_format, case.seed), []).append(
                         f"{case.name} ({mode}): {wrong}" if wrong else "")
     return results
@@ -139,7 +143,7 @@ def _cell(outcomes: list[str] | None) -> str:
 
 def print_table(stock: dict[tuple[str, str], list[str]], patched: dict[tuple[str, str], list[str]]) -> bool:
     """The side-by-side table; True when every patched row passes."""
-    print(f"\n{'format':<12} {'seed':<5} {'shape':<36} {'stock':>12} {'patched':>12}")
+    print(f"\n{'format':<12} {'seed':<5} {'shape':<38} {'stock':>12} {'patched':>12}")
     all_pass = True
     for tool_format in FORMATS:
         for seed, shape in SHAPES.items():
@@ -147,7 +151,7 @@ def print_table(stock: dict[tuple[str, str], list[str]], patched: dict[tuple[str
                 continue
             outcomes = patched[(tool_format, seed)]
             all_pass &= all(o == "" for o in outcomes)
-            print(f"{tool_format:<12} {seed:<5} {shape:<36} {_cell(stock.get((tool_format, seed))):>12} "
+            print(f"{tool_format:<12} {seed:<5} {shape:<38} {_cell(stock.get((tool_format, seed))):>12} "
                   f"{_cell(outcomes):>12}")
     print(f"(cases x modes per cell; modes: {', '.join(m for m, _, _ in MODES)})")
     return all_pass
@@ -160,6 +164,16 @@ def upstream_tests(python: Path, tree: Path) -> tuple[bool, str]:
     lines = [line for line in run.stderr.splitlines() if line.startswith(("Ran ", "OK", "FAILED"))]
     failures = [line for line in run.stderr.splitlines() if line.startswith(("ERROR:", "FAIL:"))]
     return run.returncode == 0, " ".join(lines + failures)
+
+
+def upstream_ruff(python: Path, tree: Path) -> tuple[bool, str]:
+    """Upstream's pinned ruff, check and format, over the tree."""
+    ruff = [str(python), "-m", "ruff"]
+    version = subprocess.run([*ruff, "--version"], capture_output=True, text=True).stdout.strip()
+    lint = subprocess.run([*ruff, "check", "--quiet", "."], cwd=tree, capture_output=True, text=True)
+    form = subprocess.run([*ruff, "format", "--check", "--quiet", "."], cwd=tree, capture_output=True, text=True)
+    problems = (lint.stdout + form.stdout).strip()
+    return not lint.returncode and not form.returncode, f"{version}: " + (problems or "check and format clean")
 
 
 def check(stock: Path, patched: Path, venv: Path, logs: Path) -> int:
@@ -177,4 +191,6 @@ def check(stock: Path, patched: Path, venv: Path, logs: Path) -> int:
     tests_pass, summary = upstream_tests(python, patched)
     stock_summary = upstream_tests(python, stock)[1]
     print(f"\nUpstream's test suite, patched: {summary}\nUpstream's test suite, stock:   {stock_summary}")
-    return 0 if all_pass and tests_pass else 1
+    ruff_pass, ruff_summary = upstream_ruff(python, patched)
+    print(f"Upstream's ruff on the patched tree, {ruff_summary}")
+    return 0 if all_pass and tests_pass and ruff_pass else 1

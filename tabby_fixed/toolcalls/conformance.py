@@ -6,7 +6,8 @@ patched.
 Each case is a whole model response; most are a tool-call phase only (wrapper tags included).
 ``seed`` names the report whose shape it is: 000 string values that look like JSON and
 indentation, 001 quoted names, 002 a bare ``<function=`` without ``<tool_call>``, 004 ``name=``
-attributes and a nameless JSON parameter.
+attributes and a nameless JSON parameter; ``-`` marks tool-call text that no call parses from,
+which must reach the client as content.
 """
 
 from __future__ import annotations
@@ -107,6 +108,14 @@ CASES: list[ConformanceCase] = [
     ConformanceCase("qwen3_coder <function= in prose", "002", "qwen3_coder",
                     "Write a call as `<function=write_file>` then the parameters.", (),
                     "Write a call as `<function=write_file>` then the parameters."),
+    ConformanceCase("qwen3_coder unparseable block", "-", "qwen3_coder",
+                    "Let me write it.\n<tool_call>\nwrite_file(content='x')\n</tool_call>", (),
+                    "Let me write it.\n<tool_call>\nwrite_file(content='x')\n</tool_call>"),
+    ConformanceCase("qwen3_coder call next to an unparseable block", "-", "qwen3_coder",
+                    _qwen("write_file", [("path", "p"), ("content", "x")])
+                    + "\n<tool_call>\nwrite_file(content='y')\n</tool_call>",
+                    (("write_file", {"path": "p", "content": "x"}),),
+                    "\n<tool_call>\nwrite_file(content='y')\n</tool_call>"),
     ConformanceCase("glm4_5 quoted names", "001", "glm4_5",
                     '<tool_call>"Bash"\n<arg_key>"command"</arg_key>\n<arg_value>ls</arg_value>\n</tool_call>',
                     (("Bash", {"command": "ls"}),)),
