@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: test test-agents lint bench serve probe rebase rebase-continue upstream-check clean
+.PHONY: test test-agents lint bench serve probe rebase rebase-continue upstream-check clean rebase-skip
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,14 +36,21 @@ probe: $(VENV)/.installed
 	$(BIN)/tabby-fixed probe --base-url http://127.0.0.1:$(PROBE_PORT)/v1 --model demo --wait 60
 
 # The patch series for upstream TabbyAPI (see README, "Staying on upstream TabbyAPI").
+# UPSTREAM_URL: a git URL or path to fetch upstream from; UPSTREAM_CHECK: a command replacing the check.
+UPSTREAM_VENV ?= .upstream-venv
+UPSTREAM_ARGS = --venv $(UPSTREAM_VENV) $(if $(UPSTREAM_URL),--url '$(UPSTREAM_URL)') \
+	$(if $(UPSTREAM_CHECK),--check '$(UPSTREAM_CHECK)')
 rebase: $(VENV)/.installed
-	$(BIN)/python scripts/upstream.py rebase $(if $(REF),--ref $(REF)) $(if $(UPSTREAM_URL),--url $(UPSTREAM_URL))
+	$(BIN)/python scripts/upstream.py rebase $(if $(REF),--ref $(REF)) $(UPSTREAM_ARGS)
 
 rebase-continue: $(VENV)/.installed
-	$(BIN)/python scripts/upstream.py continue
+	$(BIN)/python scripts/upstream.py continue $(UPSTREAM_ARGS)
+
+rebase-skip: $(VENV)/.installed
+	$(BIN)/python scripts/upstream.py skip $(UPSTREAM_ARGS)
 
 upstream-check: $(VENV)/.installed
-	$(BIN)/python scripts/upstream.py check
+	$(BIN)/python scripts/upstream.py check $(UPSTREAM_ARGS)
 
 bench: $(VENV)/.installed
 	$(BIN)/python -m bench.parser_stream
