@@ -8,7 +8,8 @@ drops to an unprivileged user for good:
   working folder (where ``api_tokens.yml`` is written when none is mounted) belong to that user;
 - switches to uid ``PUID`` and gid ``PGID`` (default 1000).
 
-Then, as that user, it checks the files a compose file mounts (``config.yml``, ``api_tokens.yml``)
+Started as another user (compose's ``user:``), it only creates the cache folders. Then, as the
+user the server will run as, it checks the files a compose file mounts (``config.yml``, ``api_tokens.yml``)
 and stops with one line naming the path and the fix when Docker made a directory where a file
 was meant to be mounted or the user cannot read it. Everything else is ``tabby-fixed serve``'s.
 """
@@ -48,14 +49,19 @@ def _own(path: Path, uid: int, gid: int) -> None:
                 os.lchown(entry, uid, gid)
 
 
+def make_cache_dirs() -> list[Path]:
+    """The cache folders the environment names, created when missing."""
+    folders = [Path(value) for value in map(os.environ.get, _CACHE_VARIABLES) if value and value != "/"]
+    for folder in folders:
+        folder.mkdir(parents=True, exist_ok=True)
+    return folders
+
+
 def prepare_as_root(uid: int, gid: int, workdir: Path) -> None:
     """Make the cache folders and the working folder usable by uid:gid; the working folder is not
     walked (it holds the mounted models), only the folder itself changes hands."""
-    for variable in _CACHE_VARIABLES:
-        value = os.environ.get(variable)
-        if value and value != "/":
-            Path(value).mkdir(parents=True, exist_ok=True)
-            _own(Path(value), uid, gid)
+    for folder in make_cache_dirs():
+        _own(folder, uid, gid)
     info = workdir.stat()
     if (info.st_uid, info.st_gid) != (uid, gid):
         os.chown(workdir, uid, gid)
@@ -116,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
             prepare_as_root(uid, gid, workdir)
             if uid != 0:  # PUID=0 keeps root, for hosts whose files only root may read
                 drop_privileges(uid, gid)
+        else:  # started as a user already (compose's `user:`): the caches must be theirs to write
+            make_cache_dirs()
         check_mounts(args, workdir)
     except (MountError, ValueError, OSError) as error:
         print(f"tabby-fixed: {error}", file=sys.stderr)

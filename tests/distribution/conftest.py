@@ -47,12 +47,12 @@ def build_wheel(out: Path) -> Path:
 
 
 def install_wheel(wheel: Path, venv: Path) -> None:
-    """``pip install --no-deps WHEEL`` into a new venv; the dependencies are made visible afterwards, so
-    pip never sees (or touches) the checkout's editable install."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--quiet",
-                    "--no-deps", "--no-index", str(wheel)], check=True, capture_output=True)
+    """``pip install --no-deps WHEEL`` with the new venv's own pip; the dependencies are made visible
+    afterwards, so pip never sees (or touches) the checkout's editable install."""
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = str(venv / "bin" / "python")
+    subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", str(wheel)],
+                   check=True, capture_output=True)
     site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                           check=True, capture_output=True, text=True).stdout.strip()
     (Path(site) / "project_dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")

@@ -32,6 +32,13 @@ def test_an_unknown_model_names_the_folder_searched(tmp_path):
     assert_one_line_failure(result, 1, "'ghost'", str(DEMO_MODELS_DIR), "folder names")
 
 
+def test_a_model_that_fails_to_load_is_one_line(tmp_path):
+    (tmp_path / "models" / "broken" / "template").mkdir(parents=True)  # a folder where a template file belongs
+    (tmp_path / "models" / "broken" / "scripted.yml").write_text(yaml.safe_dump({"chat_template": "template"}))
+    result = run_cli(["--model-dir", "models", "--model-name", "broken", "--port", "0"], tmp_path)
+    assert_one_line_failure(result, 1, "loading model.model_name 'broken' failed: IsADirectoryError")
+
+
 def test_a_port_in_use_is_found_before_the_model_loads(tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
