@@ -11,7 +11,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import sysconfig
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,8 +39,9 @@ def build_wheel(out: Path) -> Path:
     shutil.copytree(REPO / "tabby_fixed", source / "tabby_fixed", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, source / name)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--wheel-dir", str(out / "dist"), str(source)], check=True, capture_output=True)
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+                            "--wheel-dir", str(out / "dist"), str(source)], capture_output=True, text=True)
+    assert built.returncode == 0, built.stdout + built.stderr
     (wheel,) = (out / "dist").glob("tabby_fixed-*.whl")
     return wheel
 
@@ -51,11 +51,13 @@ def install_wheel(wheel: Path, venv: Path) -> None:
     afterwards, so pip never sees (or touches) the checkout's editable install."""
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = str(venv / "bin" / "python")
-    subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", str(wheel)],
-                   check=True, capture_output=True)
+    installed = subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", str(wheel)],
+                               capture_output=True, text=True)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
     site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                           check=True, capture_output=True, text=True).stdout.strip()
-    (Path(site) / "project_dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    dependencies = [path for path in sys.path if Path(path).name == "site-packages"]
+    (Path(site) / "project_dependencies.pth").write_text("".join(f"{path}\n" for path in dependencies))
 
 
 @pytest.fixture(scope="session")
