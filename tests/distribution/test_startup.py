@@ -1,5 +1,6 @@
 """Start-up failures end in one line that says what to fix and a non-zero exit, with no traceback,
-and they come before the model loads; a server that starts says what it did not do."""
+and they come before the model loads; a server that starts says what it did not do, and
+``tabby-fixed health`` finds it where the config and environment put it."""
 
 from __future__ import annotations
 
@@ -72,11 +73,15 @@ def test_debug_adds_the_traceback(tmp_path):
     assert last_line(result.stderr).startswith("tabby-fixed: model.model_dir")
 
 
-def test_a_start_without_a_model_or_keys_says_so(tmp_path):
+def test_a_start_without_a_model_or_keys_says_so_and_health_finds_its_port(tmp_path):
     port = free_port()
-    command = [sys.executable, "-m", "tabby_fixed", "serve", "--model-dir", str(DEMO_MODELS_DIR), "--port", str(port),
+    env = checkout_env(TABBY_NETWORK_PORT=str(port))
+    command = [sys.executable, "-m", "tabby_fixed", "serve", "--model-dir", str(DEMO_MODELS_DIR),
                "--disable-auth", "true"]
-    with running(command, tmp_path, checkout_env(), port, tmp_path / "server.log") as server:
+    with running(command, tmp_path, env, port, tmp_path / "server.log") as server:
         output = server.output()
+        assert run_cli(["health"], tmp_path, env).returncode == 0
     assert "No model loaded" in output and "POST /v1/model/load" in output
     assert "WARNING" in output and "Authentication is disabled" in output
+    stopped = run_cli(["health"], tmp_path, env)
+    assert stopped.returncode == 1 and last_line(stopped.stderr).startswith(f"tabby-fixed health: http://127.0.0.1:{port}")
