@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -92,6 +93,38 @@ CASES = [
     ProbeCase("two-calls", (_write("a.txt", "first\n"),
                             ("edit_file", {"path": "b.py", "old_string": "    x = 1\n", "new_string": "    x = 2\n"}))),
 ]
+
+
+class ServerRefused(Exception):
+    """The server cannot be probed at all (unreachable, or the key is refused): one error for the
+    whole run, carrying the server's own message, instead of a FAIL for every case."""
+
+
+def _refusal(error: httpx.HTTPError, base_url: str) -> ServerRefused | None:
+    """A ServerRefused when this failure would repeat for every case; None for a per-case failure."""
+    if isinstance(error, httpx.ConnectError | httpx.ConnectTimeout):
+        return ServerRefused(f"cannot connect to {base_url}: {error}; is the server running, and is --base-url right?")
+    if isinstance(error, httpx.HTTPStatusError) and error.response.status_code in (401, 403):
+        return ServerRefused(f"{base_url} refused the API key (HTTP {error.response.status_code}): "
+                             f"{_server_message(error.response)}; pass the server's key with --api-key")
+    return None
+
+
+def _server_message(response: httpx.Response) -> str:
+    """The message in an error body (OpenAI's ``error.message``, FastAPI's ``detail``), else its text."""
+    try:
+        response.read()
+    except httpx.StreamError:
+        return "(no message: the response was already closed)"
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text.strip()
+    if isinstance(body, dict):
+        error = body.get("error")
+        message = error.get("message") if isinstance(error, dict) else error
+        return str(message or body.get("detail") or body).strip()
+    return str(body).strip()
 
 
 @dataclass
@@ -188,6 +221,7 @@ class Probe:
             headers.update({"x-api-key": api_key, "anthropic-version": "2023-06-01"} if api_key else
                            {"anthropic-version": "2023-06-01"})
         self._api = api
+        self._base_url = base_url
         self._client = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout)
         self._model = model
         self._retries = retries
@@ -214,7 +248,12 @@ class Probe:
         for attempt in range(1, self._retries + 2):
             try:
                 reply = self._ask(case, mode)
-            except (httpx.HTTPError, ValueError, KeyError, TypeError, IndexError) as error:
+            except httpx.HTTPError as error:
+                refused = _refusal(error, self._base_url)
+                if refused:
+                    raise refused from error
+                return Verdict(case.name, mode, "FAIL", f"the request failed: {error}", attempts=attempt)
+            except (ValueError, KeyError, TypeError, IndexError) as error:
                 return Verdict(case.name, mode, "FAIL", f"the request failed: {error}", attempts=attempt)
             result, detail, received = judge(case, reply)
             if result != "MODEL" or attempt > self._retries:
@@ -339,10 +378,18 @@ def run_probe(options: argparse.Namespace) -> int:
             print(f"tabby-fixed probe: {options.base_url} did not answer within {options.wait:g} s", file=sys.stderr)
             return 2
         verdicts = probe.run(cases)
+    except ServerRefused as error:
+        print(f"tabby-fixed probe: {error}", file=sys.stderr)
+        return 2
     finally:
         probe.close()
-    if options.json:
-        print(json.dumps([asdict(v) for v in verdicts], ensure_ascii=False, indent=2))
-    else:
-        _print_table(verdicts)
+    try:
+        if options.json:
+            print(json.dumps([asdict(v) for v in verdicts], ensure_ascii=False, indent=2))
+        else:
+            _print_table(verdicts)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader (`| head`) has had enough; point stdout at nothing so exiting does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 1 if any(v.result == "FAIL" for v in verdicts) else 0

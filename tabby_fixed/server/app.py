@@ -27,6 +27,7 @@ from ..config import TabbyConfig
 from ..errors import ApiError
 from . import admin, anthropic, openai, responses, tabby
 from .models import ModelManager
+from .prepare import prepare
 from .response_store import ResponseStore
 
 logger = logging.getLogger(__name__)
@@ -36,13 +37,7 @@ def create_app(config: TabbyConfig) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         watcher = asyncio.ensure_future(app.state.keys.watch())
-        if config.sampling.override_preset:
-            try:
-                app.state.models.select_preset(config.sampling.override_preset)
-            except ApiError as error:
-                logger.warning("sampling.override_preset: %s", error.message)
-        if config.model.model_name:
-            await app.state.models.load(config.model.model_name)
+        await prepare(app)
         try:
             yield
         finally:
@@ -59,6 +54,7 @@ def create_app(config: TabbyConfig) -> FastAPI:
     app.state.models = ModelManager(app)
     app.state.health_issues = []
     app.state.responses = ResponseStore(config.network.responses_store_size, config.network.responses_store_ttl)
+    app.state.prepared = False  # the configured preset and model are set up (startup.prepare)
     app.add_middleware(_Unexpected)
     app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["*"], allow_headers=["*"],
                        allow_credentials=True)
