@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: test test-agents lint bench serve probe rebase rebase-continue upstream-check clean rebase-skip image
+.PHONY: test test-agents lint typecheck bench serve probe rebase rebase-continue upstream-check clean rebase-skip image
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,7 +15,11 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 lint: $(VENV)/.installed
 	$(BIN)/ruff check tabby_fixed tests bench scripts
 
-test: lint
+# mypy's settings (strict on toolcalls/ and the pipeline) are in pyproject.toml.
+typecheck: $(VENV)/.installed
+	$(BIN)/mypy
+
+test: lint typecheck
 	$(BIN)/python -m pytest tabby_fixed tests
 
 # OpenCode, Qwen Code, Claude Code and Codex CLI (pinned in tests/agents/, installed from npm into

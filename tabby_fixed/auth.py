@@ -1,11 +1,12 @@
-"""API keys: the ``api_tokens.yml`` file, its hot reload, and the two auth levels routes depend on.
+"""API keys: the ``api_tokens.yml`` file, its hot reload, and the two auth levels it grants (the
+routes depend on them through ``server/state.py``).
 
 Which headers are read, in which order, and what each failure says all follow upstream TabbyAPI,
 so clients written against it keep working; only the error body differs (OpenAI-shaped, see
 ``errors.py``).
 
 The keys live in one immutable snapshot that a reload swaps in whole, because FastAPI runs the
-sync dependencies below in worker threads while the watcher reloads on the event loop.
+sync route dependencies in worker threads while the watcher reloads on the event loop.
 """
 
 from __future__ import annotations
@@ -18,10 +19,9 @@ import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Literal
 
 import yaml
-from fastapi import Depends, Request
 
 from tabby_fixed.config import yaml_problem
 from tabby_fixed.errors import unauthorized
@@ -221,16 +221,3 @@ class KeyStore:
         logger.info("Your admin key is: %s", admin_key)
         logger.info("If these keys get compromised, delete %s and restart the server.", self.path)
 
-
-def require_api(request: Request) -> Permission:
-    """Dependency for routes that need an API (or admin) key."""
-    return request.app.state.keys.check_api(request.headers)
-
-
-def require_admin(request: Request) -> Permission:
-    """Dependency for routes that need the admin key."""
-    return request.app.state.keys.check_admin(request.headers)
-
-
-ApiPermission = Annotated[str, Depends(require_api)]
-AdminPermission = Annotated[str, Depends(require_admin)]

@@ -127,7 +127,7 @@ class ModelConfig(_Section):
         "native", description="Transport for tensor parallelism: native or nccl.")
     gpu_split_auto: bool = Field(True, description="Fill GPUs in order automatically; otherwise use gpu_split.")
     autosplit_reserve: list[float] = Field(
-        default_factory=lambda: [96], description="Memory in MB kept free on each GPU by the automatic split.")
+        default_factory=lambda: [96.0], description="Memory in MB kept free on each GPU by the automatic split.")
     gpu_split: list[float] = Field(
         default_factory=list, description="GB to use on each GPU when gpu_split_auto is off.")
     cpu_moe_offload_layers: int = Field(0, ge=0, description="Number of MoE layers whose experts stay in system RAM.")
@@ -254,7 +254,8 @@ class TabbyConfig(_Section):
 
 
 SECTIONS: dict[str, type[BaseModel]] = {
-    name: field.annotation for name, field in TabbyConfig.model_fields.items() if name != "config_dir"
+    name: field.annotation for name, field in TabbyConfig.model_fields.items()
+    if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
 }
 _OVERLAY_SECTIONS: dict[str, type[BaseModel]] = {"model": ModelConfig, "draft_model": DraftModelConfig,
                                                  "sampling": SamplingConfig}
@@ -523,8 +524,9 @@ def load_config(
     add_config_arguments(parser)
     flags = vars(parser.parse_args([] if argv is None else list(argv)))
 
+    path: Path | None
     if "config" in flags:
-        path: Path | None = cwd / Path(flags["config"]).expanduser()
+        path = cwd / Path(flags["config"]).expanduser()
         if not path.exists():
             raise ConfigError(f"flag --config: no such file: {path}")
     else:

@@ -281,7 +281,8 @@ class Probe:
         return self._ask_streaming(case)
 
     def _ask_streaming(self, case: ProbeCase) -> _Reply:
-        reply, calls, content = _Reply(), {}, []
+        reply, content = _Reply(), []
+        calls: dict[int, dict[str, Any]] = {}
         with self._client.stream("POST", "/chat/completions", json=self._body(case, True)) as response:
             response.raise_for_status()
             for line in response.iter_lines():

@@ -62,7 +62,8 @@ def ask_messages(client: httpx.Client, body: dict[str, Any]) -> ApiReply:
 
 
 def _stream_messages(client: httpx.Client, body: dict[str, Any]) -> ApiReply:
-    reply, blocks, text = ApiReply(), [], []
+    reply, text = ApiReply(), []
+    blocks: list[dict[str, Any]] = []
     with client.stream("POST", "/messages", json=body) as response:
         response.raise_for_status()
         for event in _events(response):
@@ -88,7 +89,7 @@ def _stream_messages(client: httpx.Client, body: dict[str, Any]) -> ApiReply:
                     text.append(delta.get("text") or "")
             elif kind == "message_delta":
                 stop = (event.get("delta") or {}).get("stop_reason")
-                reply.finish_reason = _STOP_REASONS.get(stop, stop)
+                reply.finish_reason = _STOP_REASONS.get(stop or "", stop)
     reply.content = "".join(text)
     reply.calls = [(b["name"], "".join(b["json"]) or "{}") for b in blocks if b["type"] == "tool_use"]
     return reply
@@ -124,7 +125,8 @@ def ask_responses(client: httpx.Client, body: dict[str, Any]) -> ApiReply:
 
 
 def _stream_responses(client: httpx.Client, body: dict[str, Any]) -> ApiReply:
-    reply, calls, text, status = ApiReply(), {}, [], None
+    reply, text, status = ApiReply(), [], None
+    calls: dict[Any, dict[str, Any]] = {}  # by output_index, as the stream numbers them
     with client.stream("POST", "/responses", json=body) as response:
         response.raise_for_status()
         for event in _events(response):

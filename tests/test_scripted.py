@@ -9,9 +9,9 @@ import pytest
 import yaml
 from tokenizers import Tokenizer, models, pre_tokenizers
 
+from tabby_fixed.domain_errors import ContextTooLong
 from tabby_fixed.engine.base import Finish, GenerationParams, GenerationRequest, Step
 from tabby_fixed.engine.scripted import ScriptedEngine, ScriptedFailure, ScriptError
-from tabby_fixed.errors import ApiError
 
 
 def folder_with(tmp_path: Path, script: dict, tokenizer: bool = False) -> Path:
@@ -51,9 +51,9 @@ def test_stop_strings_and_max_tokens(tmp_path):
 
 def test_the_context_is_enforced_before_generation(tmp_path):
     engine = ScriptedEngine(folder_with(tmp_path, {"default": "ok", "max_seq_len": 3}))
-    with pytest.raises(ApiError) as error:
+    with pytest.raises(ContextTooLong) as error:
         asyncio.run(engine.generate(GenerationRequest("a b c d e", GenerationParams())))
-    assert error.value.code == "context_length_exceeded"
+    assert error.value.max_seq_len == 3 and error.value.prompt_tokens > 3
 
 
 def test_tokenizer_json_cuts_the_output(tmp_path):

@@ -11,8 +11,9 @@ ending with exactly one ``Finish``. Obligations every engine keeps:
 - **Stop strings and ``max_tokens`` are the engine's.** Text after a stop string never appears;
   ``Finish.reason`` is ``"stop"`` (end of sequence or a stop string, named in ``stop_str``) or
   ``"length"`` (``max_tokens`` or the context ran out).
-- **Errors are ``ApiError``s**: a prompt that does not fit is 400 ``context_length_exceeded``
-  before anything is generated; a failure during generation raises from the iterator.
+- **Request errors are domain errors** (``domain_errors``): a prompt that does not fit raises
+  ``ContextTooLong`` before anything is generated; a failure during generation raises from the
+  iterator.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from ..errors import ApiError
+from ..domain_errors import ContextTooLong
 
 
 @dataclass(frozen=True)
@@ -133,15 +134,9 @@ class EngineUnavailable(RuntimeError):
     """The model folder needs an engine this machine or build cannot run, or a part it lacks."""
 
 
-def context_exceeded(prompt_tokens: int, max_seq_len: int) -> ApiError:
-    return ApiError(400, f"This model's maximum context length is {max_seq_len} tokens, but the prompt is "
-                         f"{prompt_tokens} tokens. Shorten the conversation or start a new one.",
-                    code="context_length_exceeded", param="messages")
-
-
 def completion_budget(prompt_tokens: int, max_seq_len: int, max_tokens: int | None) -> int:
     """Tokens a job may generate: what was asked, clamped to the context that is left."""
     if prompt_tokens >= max_seq_len:
-        raise context_exceeded(prompt_tokens, max_seq_len)
+        raise ContextTooLong(prompt_tokens, max_seq_len)
     left = max_seq_len - prompt_tokens
     return left if max_tokens is None or max_tokens <= 0 else min(max_tokens, left)

@@ -22,10 +22,10 @@ import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..config import DraftModelConfig, MemoryConfig, ModelConfig
-from ..errors import ApiError
+from ..domain_errors import ConstraintRejected
 from ..templating import find_chat_template
 from .base import (
     Constraint,
@@ -37,7 +37,7 @@ from .base import (
     TokenLogprob,
     completion_budget,
 )
-from .worker import GeneratorFailed, GeneratorWorker
+from .worker import GeneratorFailed, GeneratorLike, GeneratorWorker
 
 logger = logging.getLogger(__name__)
 
@@ -377,9 +377,10 @@ class ExLlamaV3Engine:
         self._pieces = self._tokenizer.get_id_to_piece_list(True)
         self._max_rq_tokens = chunk_size(settings)
         generator = generator_kwargs(settings, draft, memory, parts.slots, parts.num_draft)
-        self._worker = GeneratorWorker(lambda: x.Generator(
+        # A cast: torch.inference_mode() on Generator.iterate hides its signature from type checkers.
+        self._worker = GeneratorWorker(lambda: cast(GeneratorLike, x.Generator(
             model=parts.model, cache=parts.cache, tokenizer=self._tokenizer, draft_model=parts.draft_model,
-            draft_cache=parts.draft_cache, **generator))
+            draft_cache=parts.draft_cache, **generator)))
         try:
             load_parts(parts, settings, draft, progress)
             self._worker.start()
@@ -444,8 +445,7 @@ class ExLlamaV3Engine:
                 return output_filters(constraint, self._request_tokenizer)
         except ValueError as error:
             field = CONSTRAINT_FIELDS[constraint.kind]
-            raise ApiError(400, f"{field} cannot be used to constrain the output: {error}",
-                           param=field) from error
+            raise ConstraintRejected(f"{field} cannot be used to constrain the output: {error}", field) from error
 
     async def _results(self, build_job: Callable[[], Any], prompt_tokens: int) -> AsyncIterator[Step | Finish]:
         """The job's steps; it is queued on the first iteration, so a job nobody reads never runs."""

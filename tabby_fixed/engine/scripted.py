@@ -129,10 +129,10 @@ def _responses(path: Path, entries: Any) -> list[_Response]:
         if unknown:
             raise ScriptError(f"{path}: response {number}: output uses {sorted(unknown)}, "
                               f"which the match does not capture (write {{{{ and }}}} for literal braces)")
-        error = entry.get("error")
-        if error is not None and not isinstance(error, str):
+        failure = entry.get("error")
+        if failure is not None and not isinstance(failure, str):
             raise ScriptError(f"{path}: response {number}: 'error' must be a string")
-        responses.append(_Response(pattern, entry["output"], error, role, turn))
+        responses.append(_Response(pattern, entry["output"], failure, role, turn))
     return responses
 
 

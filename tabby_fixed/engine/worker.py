@@ -37,8 +37,6 @@ class GeneratorLike(Protocol):
 
     def iterate(self) -> list[dict[str, Any]]: ...
 
-    def num_remaining_jobs(self) -> int: ...
-
     def close(self) -> None: ...
 
 
@@ -124,9 +122,10 @@ class GeneratorWorker:
         if self._generator is None and not self._rebuild():
             handle.deliver(GeneratorFailed(f"the generator is gone: {self.issues[-1]['description']}"))
             return
+        assert self._generator is not None, "_rebuild() made one"
         try:
             handle.job = build_job()
-            self._generator.enqueue(handle.job)  # type: ignore[union-attr]
+            self._generator.enqueue(handle.job)
         except Exception as error:  # a job that cannot start fails alone
             handle.deliver(error)
             return
@@ -134,7 +133,8 @@ class GeneratorWorker:
 
     def _iterate(self) -> None:
         try:
-            results = self._generator.iterate()  # type: ignore[union-attr]
+            assert self._generator is not None, "jobs are only handed to a generator that exists"
+            results = self._generator.iterate()
         except Exception as error:
             logger.exception("the generator failed; rebuilding it")
             self._report(f"generator failure: {type(error).__name__}: {error}")

@@ -63,10 +63,10 @@ def resolve(request: Mapping[str, Any], preset: Preset | None, card: Mapping[str
         if not override.force:
             put(name, override.value, "preset")
     for name, value in request.items():
-        override = overrides.get(name)
-        if override and override.additive and not override.force and isinstance(override.value, list) \
+        layered = overrides.get(name)
+        if layered and layered.additive and not layered.force and isinstance(layered.value, list) \
                 and isinstance(value, list):
-            value = override.value + value
+            value = layered.value + value
         put(name, value, "request")
     for name, override in overrides.items():
         if override.force:

@@ -16,14 +16,13 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import AliasChoices, Field
 
-from ..auth import ApiPermission, require_admin
 from ..errors import ApiError, not_found
 from ..names import plain_name
 from ..sampling import Preset, list_presets, parse_overrides, preset_dirs
 from .models import LoadedModel, model_folder
 from .requests import RequestBody, parse_body
 from .sse import frame, sse_response
-from .state import read_body, serving
+from .state import ApiPermission, read_body, require_admin, serving
 
 router = APIRouter(tags=["admin"])
 ADMIN = [Depends(require_admin)]

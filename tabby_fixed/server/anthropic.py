@@ -26,7 +26,6 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from ..auth import ApiPermission
 from ..chat import build_prompt
 from ..engine.base import Finish
 from ..errors import ApiError
@@ -37,7 +36,7 @@ from .anthropic_models import MessagesRequest, to_chat_request
 from .openai import ChatJob, Done, finish_reason, guarded, stream_settings
 from .requests import parse_body
 from .sse import frame, sse_response
-from .state import read_body, serving
+from .state import ApiPermission, read_body, serving
 
 router = APIRouter(prefix="/v1", tags=["anthropic"])
 
@@ -107,7 +106,7 @@ async def count_tokens(request: Request, permission: ApiPermission) -> dict[str,
     body: MessagesRequest = parse_body(await read_body(request), MessagesRequest)
     chat = to_chat_request(body)
     model = await serving(request.app, chat.model, permission)
-    return {"input_tokens": len(model.engine.encode(build_prompt(model.chat, chat)))}
+    return {"input_tokens": len(model.engine.encode(build_prompt(model.chat, chat.chat_input())))}
 
 
 class _Message:

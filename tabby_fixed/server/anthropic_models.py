@@ -112,7 +112,7 @@ def _add_system(conversation: Conversation, system: str | list[ContentBlock] | N
 
 def _add_user(conversation: Conversation, blocks: list[ContentBlock]) -> None:
     """Tool results first, as ``role: tool`` messages; then the user's own text and images."""
-    parts = []
+    parts: list[dict[str, Any]] = []
     for block in blocks:
         if block.type == "tool_result":
             text = _text_of(block.content)

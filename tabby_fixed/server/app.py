@@ -1,6 +1,7 @@
 """``create_app(config)``: the FastAPI application, built by the caller, nothing at import time.
 
-Every error leaves as OpenAI's error body: ``ApiError`` from our code, Starlette's HTTP errors
+Every error leaves as OpenAI's error body: ``ApiError`` from our code, domain errors from the
+pipeline (translated by ``failures.api_error``), Starlette's HTTP errors
 (unknown route, wrong method) and FastAPI's validation errors are mapped here, and anything
 unexpected becomes a 500 whose message names the failure instead of a bare "Internal Server
 Error", on a connection that stays usable.
@@ -24,8 +25,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .. import __version__
 from ..auth import KeyStore
 from ..config import TabbyConfig
+from ..domain_errors import DomainError
 from ..errors import ApiError
 from . import admin, anthropic, openai, responses, tabby
+from .failures import api_error
 from .models import ModelManager
 from .prepare import prepare
 from .response_store import ResponseStore
@@ -75,8 +78,12 @@ def _error(error: ApiError, path: str = "") -> JSONResponse:
 
 def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
-    async def api_error(request: Request, error: ApiError) -> JSONResponse:
+    async def api_failure(request: Request, error: ApiError) -> JSONResponse:
         return _error(error, request.url.path)
+
+    @app.exception_handler(DomainError)
+    async def domain_failure(request: Request, error: DomainError) -> JSONResponse:
+        return _error(api_error(error, request.url.path), request.url.path)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:

@@ -20,8 +20,8 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from ..auth import ApiPermission
 from ..chat import build_prompt, last_user_text, output_parser, transcript
+from ..domain_errors import DomainError
 from ..engine.base import Finish, GenerationParams, GenerationRequest, Step, TokenLogprob
 from ..errors import ApiError
 from ..output import ChatOutput, OutputEvent, OutputParser
@@ -29,10 +29,11 @@ from ..reasoning import ReasoningDelta
 from ..sampling import resolve
 from ..sampling.constraints import constraint_for
 from ..toolcalls import ContentDelta, ToolCallArgs, ToolCallBegin
+from .failures import api_error
 from .models import LoadedModel
 from .requests import ChatCompletionRequest, CompletionRequest, GenerationFields, parse_body
 from .sse import DONE, frame, ping, run_jobs, sse_response
-from .state import read_body, serving
+from .state import ApiPermission, read_body, serving
 
 router = APIRouter(prefix="/v1", tags=["openai"])
 logger = logging.getLogger(__name__)
@@ -157,6 +158,8 @@ async def guarded(body: AsyncIterator[bytes],
             yield piece
     except ApiError as error:
         yield error_frame(error)
+    except DomainError as error:
+        yield error_frame(api_error(error))
     except Exception as error:
         logger.exception("generation failed mid-stream")
         yield error_frame(ApiError(500, f"Generation failed: {type(error).__name__}: {error}", type="server_error"))
@@ -178,13 +181,14 @@ class ChatJob:
     @classmethod
     async def start(cls, request: Request, permission: str, chat: ChatCompletionRequest) -> ChatJob:
         model = await serving(request.app, chat.model, permission)
-        prompt = build_prompt(model.chat, chat)
+        inputs = chat.chat_input()
+        prompt = build_prompt(model.chat, inputs)
         if request.app.state.config.logging.log_prompt:
             logger.info("prompt:\n%s", prompt)
         params, sources = _generation(request.app, model, chat)
-        choices = await _Choices.start(model, [prompt] * chat.n, params, [last_user_text(chat)] * chat.n,
-                                       transcript(chat))
-        parsers = [output_parser(model.chat, chat, prompt) for _ in range(chat.n)]
+        choices = await _Choices.start(model, [prompt] * chat.n, params, [last_user_text(inputs)] * chat.n,
+                                       transcript(inputs))
+        parsers = [output_parser(model.chat, inputs, prompt) for _ in range(chat.n)]
         return cls(model, params, {"x-sampler-source": sources}, choices, parsers)
 
     async def outputs(self) -> tuple[list[ChatOutput], list[list[TokenLogprob]]]:

@@ -8,10 +8,11 @@ aliases, live in ``sampling/fields.py``.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ..chat import ChatInput
 from ..errors import ApiError
 from ..sampling import SamplerFields
 
@@ -20,6 +21,10 @@ class RequestBody(BaseModel):
     """Unknown fields are kept, not refused: clients send many we do not use."""
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+#: Any request body model (the sampler fields' base is a pydantic model of its own)
+Body = TypeVar("Body", bound=BaseModel)
 
 
 class FunctionCall(RequestBody):
@@ -51,6 +56,18 @@ class ChatMessage(RequestBody):
         if isinstance(self.content, list):
             return "".join(part.text or "" for part in self.content if part.type == "text")
         return self.content or ""
+
+    def for_template(self) -> dict[str, Any]:
+        """The message as templates expect it: text content, and no keys whose value is None."""
+        item: dict[str, Any] = {"role": self.role, "content": self.text()}
+        if self.reasoning_content is not None:
+            item["reasoning_content"] = self.reasoning_content
+        if self.tool_calls:
+            item["tool_calls"] = [call.model_dump(exclude_none=True) for call in self.tool_calls]
+        for key in ("tool_call_id", "name"):
+            if getattr(self, key) is not None:
+                item[key] = getattr(self, key)
+        return item
 
 
 class FunctionSpec(RequestBody):
@@ -122,6 +139,17 @@ class ChatCompletionRequest(GenerationFields):
                 raise ValueError(f"tool_choice names {name!r}, which is not one of the request's tools")
         return value
 
+    def chat_input(self) -> ChatInput:
+        """The request as the pipeline takes it: plain values, no request models."""
+        choice = self.tool_choice.model_dump() if isinstance(self.tool_choice, NamedToolChoice) else self.tool_choice
+        return ChatInput(
+            messages=[message.for_template() for message in self.messages],
+            tools=[tool.model_dump(exclude_none=True) for tool in self.tools] if self.tools else None,
+            tool_choice=choice, parallel_tool_calls=self.parallel_tool_calls,
+            add_generation_prompt=self.add_generation_prompt, continue_final_message=self.continue_final_message,
+            response_prefix=self.response_prefix, template_vars=self.template_vars,
+            reasoning_effort=self.reasoning_effort, enable_thinking=self.enable_thinking)
+
 
 class CompletionRequest(GenerationFields):
     prompt: str | list[str]
@@ -147,7 +175,7 @@ class DecodeRequest(RequestBody):
     decode_special_tokens: bool = True
 
 
-def parse_body(raw: bytes, model: type[RequestBody]) -> Any:
+def parse_body(raw: bytes, model: type[Body]) -> Body:
     """A request body as the given model; malformed JSON and wrong fields become a 400 naming the spot."""
     try:
         data = json.loads(raw)
@@ -161,7 +189,7 @@ def parse_body(raw: bytes, model: type[RequestBody]) -> Any:
     return validated(data, model)
 
 
-def validated(data: dict[str, Any], model: type[RequestBody]) -> Any:
+def validated(data: dict[str, Any], model: type[Body]) -> Body:
     """A decoded body (or one a route translated) as the given model; wrong fields become a 400 naming the spot."""
     try:
         return model.model_validate(data)

@@ -28,7 +28,6 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from ..auth import ApiPermission
 from ..errors import ApiError, not_found
 from ..output import BlockText, OutputEvent
 from ..reasoning import ReasoningDelta
@@ -38,7 +37,7 @@ from .requests import parse_body
 from .response_store import ResponseStore
 from .responses_models import InputItem, ResponsesRequest, to_chat_request
 from .sse import frame, ping, sse_response
-from .state import read_body
+from .state import ApiPermission, read_body
 
 router = APIRouter(prefix="/v1", tags=["responses"])
 
@@ -171,6 +170,7 @@ class _Events:
         async for item in events:
             if item is None:
                 yield ping()  # a comment: this API has no keep-alive event, and parsers skip comments
+                continue
             yield self.end(item) if isinstance(item, Done) else self.on(item)
 
     def end(self, done: Done) -> bytes:

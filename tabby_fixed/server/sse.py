@@ -69,7 +69,7 @@ async def run_jobs(iterators: list[AsyncIterator[T]],
                     continue
             while not queue.empty():
                 arrived.append(queue.get_nowait())
-            batch = []
+            batch: list[tuple[int, Any]] = []
             for index, item in arrived:
                 if item is finished:
                     running -= 1

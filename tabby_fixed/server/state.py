@@ -1,16 +1,32 @@
-"""What the routes share: the loaded model, and reading a request body within its size limit."""
+"""What the routes depend on: the key a request carries, the loaded model, and reading a request
+body within its size limit."""
 
 from __future__ import annotations
 
 import logging
+from typing import Annotated
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 
+from ..auth import Permission
 from ..config import TabbyConfig
 from ..errors import ApiError, unauthorized, unavailable
 from .models import LoadedModel, model_folder
 
 logger = logging.getLogger(__name__)
+
+
+def require_api(request: Request) -> Permission:
+    """Dependency for routes that need an API (or admin) key."""
+    return request.app.state.keys.check_api(request.headers)
+
+
+def require_admin(request: Request) -> Permission:
+    """Dependency for routes that need the admin key."""
+    return request.app.state.keys.check_admin(request.headers)
+
+
+ApiPermission = Annotated[str, Depends(require_api)]
 
 
 async def serving(app: FastAPI, requested: str | None, permission: str) -> LoadedModel:

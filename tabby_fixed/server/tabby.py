@@ -9,13 +9,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from .. import __version__
-from ..auth import ApiPermission
-from ..chat import template_messages
 from ..errors import ApiError
 from ..templating import ChatTemplateError, render_chat
 from .models import LoadedModel
 from .requests import DecodeRequest, EncodeRequest, parse_body
-from .state import read_body, serving
+from .state import ApiPermission, read_body, serving
 
 router = APIRouter(tags=["tabby"])
 
@@ -96,8 +94,8 @@ async def encode(request: Request, permission: ApiPermission) -> dict[str, Any]:
         if not model.chat.chat_template:
             raise ApiError(422, "This model has no chat template to render messages with.", code="no_chat_template")
         try:
-            text = render_chat(model.chat.chat_template, template_messages(text), add_generation_prompt=False,
-                               **body.template_vars)
+            messages = [message.for_template() for message in text]
+            text = render_chat(model.chat.chat_template, messages, add_generation_prompt=False, **body.template_vars)
         except ChatTemplateError as error:
             raise ApiError(400, f"The chat template could not render these messages: {error}") from error
     tokens = model.engine.encode(text, add_bos=body.add_bos_token, special_tokens=body.encode_special_tokens)

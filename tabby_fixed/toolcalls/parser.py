@@ -29,8 +29,8 @@ from .events import (
     ToolCallBegin,
     ToolCallEnd,
 )
-from .formats import CallFormat, get_format
-from .formats.base import JsonOpened, Opened, ParamOpened
+from .formats import get_format
+from .formats.base import CallFormat, JsonOpened, Opened, ParamOpened
 from .scanner import NEED, scan, skip_space, starts
 from .schema import (
     Kind,
@@ -244,12 +244,12 @@ class ToolCallStream:
                 body = None
             decoded = self._format.call_from_json(body, self._schemas)
         self._json = None
-        if decoded is None:
+        if decoded is None or end is None:
             self._state = _State.TEXT
             self._to_content(self._take(1))
             return True
         name, arguments = decoded
-        self._begin_call(Opened(name, end, wrapped=True))  # type: ignore[arg-type]
+        self._begin_call(Opened(name, end, wrapped=True))
         for key, value in arguments.items():
             self._add_argument(key, value)
         self._close_call(_State.BETWEEN)
@@ -363,8 +363,8 @@ class ToolCallStream:
         skipped = key is not None and key in call.emitted_keys
         streams = key is not None and not skipped and is_string_kind(kind)
         self._param = _Param(key, kind, opened.close_tag, opened.ends_before, skipped, streams)
-        if streams:
-            self._emit_key(key)  # type: ignore[arg-type]
+        if streams and key is not None:
+            self._emit_key(key)
             self._args('"')
         self._state = _State.VALUE
 
@@ -398,9 +398,9 @@ class ToolCallStream:
         text = "".join(param.parts)
         if param.skipped:
             return
-        if param.streams:
+        if param.streams and param.key is not None:
             self._args('"')
-            call.arguments[param.key] = text  # type: ignore[index]
+            call.arguments[param.key] = text
         elif param.key is None:
             self._spread(text)
         else:

@@ -63,7 +63,7 @@ def _types_of(schema: Any) -> Kind:
 
 def _types_of_values(values: Iterable[Any]) -> Kind:
     types = {_TYPE_OF_PYTHON.get(type(v)) for v in values}
-    return None if None in types else frozenset(types)  # type: ignore[arg-type]
+    return None if None in types else frozenset(t for t in types if t is not None)
 
 
 def is_string_kind(kind: Kind) -> bool:

@@ -52,6 +52,12 @@ def test_prompt_longer_than_the_context(http: httpx.Client):
     for stream in (False, True):
         error = error_of(http.post("/v1/chat/completions", json={"messages": huge, "stream": stream}), 400)
         assert error["code"] == "context_length_exceeded" and "4096" in error["message"]
+        assert error["param"] == "messages"
+
+
+def test_prompt_longer_than_the_context_names_the_prompt_on_text_completions(http: httpx.Client):
+    error = error_of(http.post("/v1/completions", json={"prompt": "RAW:" + "word " * 5000}), 400)
+    assert error["code"] == "context_length_exceeded" and error["param"] == "prompt"
 
 
 def test_max_tokens_is_clamped_to_the_context_not_rejected(http: httpx.Client):

@@ -30,7 +30,7 @@ def test_chat_completions_accept_both_names():
              "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "write",
                                                                          "arguments": '{"path": "a"}'}}]},
             {"role": "tool", "tool_call_id": "c1", "content": "ok"}, {"role": "user", "content": "thanks"}]})
-        assert build_prompt(MODEL, chat) == EXPECTED
+        assert build_prompt(MODEL, chat.chat_input()) == EXPECTED
 
 
 def test_anthropic_thinking_blocks():
@@ -42,7 +42,7 @@ def test_anthropic_thinking_blocks():
             {"type": "tool_use", "id": "c1", "name": "write", "input": {"path": "a"}}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "ok"},
                                      {"type": "text", "text": "thanks"}]}]})
-    assert build_prompt(MODEL, anthropic_models.to_chat_request(body)) == EXPECTED
+    assert build_prompt(MODEL, anthropic_models.to_chat_request(body).chat_input()) == EXPECTED
 
 
 def test_responses_reasoning_items():
@@ -54,8 +54,9 @@ def test_responses_reasoning_items():
         {"type": "function_call", "call_id": "c1", "name": "write", "arguments": '{"path": "a"}'},
         {"type": "function_call_output", "call_id": "c1", "output": "ok"},
         {"role": "user", "content": [{"type": "input_text", "text": "thanks"}]}]})
-    assert build_prompt(MODEL, responses_models.to_chat_request(body, [])) == EXPECTED
+    assert build_prompt(MODEL, responses_models.to_chat_request(body, []).chat_input()) == EXPECTED
     summary_only = responses_models.ResponsesRequest.model_validate({"input": [
         {"type": "reasoning", "summary": [{"type": "summary_text", "text": "short"}]},
         {"type": "function_call", "call_id": "c1", "name": "write", "arguments": "{}"}]})
-    assert "<think>short</think>" in build_prompt(MODEL, responses_models.to_chat_request(summary_only, []))
+    chat = responses_models.to_chat_request(summary_only, []).chat_input()
+    assert "<think>short</think>" in build_prompt(MODEL, chat)

@@ -24,7 +24,7 @@ _VALUE, _VALUE_CLOSE = "<arg_value>", "</arg_value>"
 
 
 class Glm45(CallFormat):
-    names = ("glm4_5", "glm4_6", "laguna", "poolside_v1")
+    names: tuple[str, ...] = ("glm4_5", "glm4_6", "laguna", "poolside_v1")
     wrapper_open = "<tool_call>"
     wrapper_close = "</tool_call>"
     call_close = "</tool_call>"
