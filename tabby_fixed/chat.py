@@ -16,6 +16,7 @@ from typing import Any
 from .domain_errors import ArgumentsNotJson, NoChatTemplate, TemplateFailed
 from .output import OutputParser, ReasoningSettings
 from .reasoning import starts_in_reasoning
+from .tags import THINK_END, THINK_START
 from .templating import ChatTemplateError, render_chat
 from .toolcalls import ToolCallParser
 
@@ -31,8 +32,8 @@ class ChatModel:
     chat_template_name: str | None
     tool_format: str | None
     reasoning: bool
-    reasoning_start: str = "<think>"
-    reasoning_end: str = "</think>"
+    reasoning_start: str = THINK_START
+    reasoning_end: str = THINK_END
     start_in_reasoning: str = "auto"  # auto | always | never
     tool_calls_in_reasoning: bool = True
     template_vars_default: dict[str, Any] | None = None

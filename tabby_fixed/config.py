@@ -43,6 +43,8 @@ from typing import Annotated, Any, Literal, NoReturn, TypeVar, Union, get_args, 
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from .tags import THINK_END, THINK_START
+
 log = logging.getLogger(__name__)
 
 OVERLAY_FILE = "tabby_config.yml"
@@ -148,8 +150,8 @@ class ModelConfig(_Section):
     force_enable_thinking: bool = Field(
         False, description="Deprecated: same as template_vars_force {enable_thinking: true}.")
     reasoning: bool = Field(False, description="Split the model's reasoning into reasoning_content.")
-    reasoning_start_token: str = Field("<think>", description="Tag that opens reasoning.")
-    reasoning_end_token: str = Field("</think>", description="Tag that closes reasoning.")
+    reasoning_start_token: str = Field(THINK_START, description="Tag that opens reasoning.")
+    reasoning_end_token: str = Field(THINK_END, description="Tag that closes reasoning.")
     start_in_reasoning: Literal["auto", "always", "never"] = Field(
         "auto", description="Whether output starts inside reasoning; auto reads the prompt's end.")
     tool_calls_in_reasoning: bool = Field(

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from .reasoning import ReasoningDelta, ReasoningSplitter
+from .tags import THINK_END, THINK_START
 from .toolcalls import ContentDelta, ToolCall, ToolCallArgs, ToolCallBegin, ToolCallEnd, ToolCallParser
 
 OutputEvent = ReasoningDelta | ContentDelta | ToolCallBegin | ToolCallArgs | ToolCallEnd
@@ -25,8 +26,8 @@ _LEADING_LINES = re.compile(r"\A\s*\n")
 @dataclass(frozen=True)
 class ReasoningSettings:
     start_in_reasoning: bool
-    start_tag: str = "<think>"
-    end_tag: str = "</think>"
+    start_tag: str = THINK_START
+    end_tag: str = THINK_END
     calls_end_reasoning: bool = True  # a call's opening tag inside reasoning ends it
 
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum, auto
 
-from .toolcalls.events import ContentDelta
-from .toolcalls.scanner import scan
+from .tags import THINK_END, THINK_START
+from .toolcalls import ContentDelta, scan
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class _State(Enum):
     CONTENT = auto()  # everything from here on is content
 
 
-def starts_in_reasoning(prompt: str, start_tag: str = "<think>", end_tag: str = "</think>") -> bool:
+def starts_in_reasoning(prompt: str, start_tag: str = THINK_START, end_tag: str = THINK_END) -> bool:
     """True when the rendered prompt ends inside an opened reasoning block (only whitespace after it)."""
     opened = prompt.rfind(start_tag)
     return opened >= 0 and prompt.rfind(end_tag) < opened \
@@ -44,7 +44,7 @@ def starts_in_reasoning(prompt: str, start_tag: str = "<think>", end_tag: str = 
 class ReasoningSplitter:
     """Incremental splitter for one generation; ``feed`` pieces, then ``close`` once."""
 
-    def __init__(self, start_in_reasoning: bool, start_tag: str = "<think>", end_tag: str = "</think>",
+    def __init__(self, start_in_reasoning: bool, start_tag: str = THINK_START, end_tag: str = THINK_END,
                  exit_tags: tuple[str, ...] = ()) -> None:
         self._start_tag = start_tag
         self._end_tag = end_tag

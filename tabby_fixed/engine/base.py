@@ -70,7 +70,6 @@ class TokenLogprob:
 @dataclass(frozen=True)
 class Step:
     text: str
-    token_count: int = 1
     logprobs: tuple[TokenLogprob, ...] = ()  # one per token, when the request asked for them
 
 

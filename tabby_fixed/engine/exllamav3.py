@@ -501,7 +501,7 @@ def held_before_stop_token(result: Mapping[str, Any], pieces: Sequence[str]) -> 
         return []
     text = str(held.get("text") or "").removesuffix(str(result.get("eos_triggering_token_str") or ""))
     before_stop = {key: value[:, :-1] for key, value in held.items() if key != "text"}
-    return [Step(text, int(ids.shape[-1]) - 1, token_logprobs(before_stop, pieces))]
+    return [Step(text, token_logprobs(before_stop, pieces))]
 
 
 def result_to_steps(result: Mapping[str, Any], prompt_tokens: int, pieces: Sequence[str] = ()) -> list[Step | Finish]:
@@ -514,7 +514,7 @@ def result_to_steps(result: Mapping[str, Any], prompt_tokens: int, pieces: Seque
     ids = result.get("token_ids")
     count = int(ids.shape[-1]) if ids is not None else 0
     text = result.get("text") or ""
-    steps: list[Step | Finish] = [Step(text, count, token_logprobs(result, pieces))] if text or count else []
+    steps: list[Step | Finish] = [Step(text, token_logprobs(result, pieces))] if text or count else []
     if result.get("eos") and result.get("eos_reason") == "stop_token":
         steps += held_before_stop_token(result, pieces)
     if result.get("eos"):

@@ -48,7 +48,7 @@ import jsonschema
 import yaml
 
 from ..templating import find_chat_template
-from ..toolcalls.scanner import scan
+from ..toolcalls import scan
 from .base import (
     Constraint,
     Finish,
@@ -306,7 +306,7 @@ class ScriptedEngine:
                     yield Step(text[:size], logprobs=certain)
             if held:
                 emitted.append(held)
-                yield Step(held, token_count=0)
+                yield Step(held)
             if failure is not None:
                 raise ScriptedFailure(failure)
             check_constraint("".join(emitted), constraint)

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import ApiError
+from ..validation import first_problem
 
 
 def _aliases(*names: str) -> AliasChoices:
@@ -122,7 +123,6 @@ def checked_values(values: dict[str, Any], source: str) -> dict[str, Any]:
     try:
         checked = SamplerFields.model_validate(values)
     except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise ApiError(400, f"{source}: {where}: {first['msg']}", code="invalid_preset") from None
+        _, problem = first_problem(error.errors())
+        raise ApiError(400, f"{source}: {problem}", code="invalid_preset") from None
     return {name: getattr(checked, name) for name in values}

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -27,6 +26,7 @@ from ..auth import KeyStore
 from ..config import TabbyConfig
 from ..domain_errors import DomainError
 from ..errors import ApiError
+from ..validation import first_problem
 from . import admin, anthropic, openai, responses, tabby
 from .failures import api_error
 from .models import ModelManager
@@ -55,7 +55,6 @@ def create_app(config: TabbyConfig) -> FastAPI:
     app.state.model = None
     app.state.preset = None
     app.state.models = ModelManager(app)
-    app.state.health_issues = []
     app.state.responses = ResponseStore(config.network.responses_store_size, config.network.responses_store_ttl)
     app.state.prepared = False  # the configured preset and model are set up (startup.prepare)
     app.add_middleware(_Unexpected)
@@ -94,9 +93,8 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
-        first: dict[str, Any] = error.errors()[0] if error.errors() else {"loc": (), "msg": "invalid request"}
-        where = ".".join(str(part) for part in first["loc"])
-        return _error(ApiError(400, f"Invalid request: {where}: {first['msg']}.", param=where), request.url.path)
+        where, problem = first_problem(error.errors())
+        return _error(ApiError(400, f"Invalid request: {problem}.", param=where), request.url.path)
 
 
 

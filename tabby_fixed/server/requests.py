@@ -15,6 +15,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from ..chat import ChatInput
 from ..errors import ApiError
 from ..sampling import SamplerFields
+from ..validation import first_problem
 
 
 class RequestBody(BaseModel):
@@ -194,7 +195,5 @@ def validated(data: dict[str, Any], model: type[Body]) -> Body:
     try:
         return model.model_validate(data)
     except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "body"
-        more = f" (and {error.error_count() - 1} more problems)" if error.error_count() > 1 else ""
-        raise ApiError(400, f"Invalid request: {where}: {first['msg']}{more}.", param=where) from None
+        where, problem = first_problem(error.errors())
+        raise ApiError(400, f"Invalid request: {problem}.", param=where) from None

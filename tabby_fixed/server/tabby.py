@@ -21,7 +21,7 @@ router = APIRouter(tags=["tabby"])
 @router.get("/health")
 async def health(request: Request) -> JSONResponse:
     model: LoadedModel | None = request.app.state.model
-    issues = request.app.state.health_issues + (model.engine.health_issues() if model else [])
+    issues = model.engine.health_issues() if model else []
     if issues:
         return JSONResponse({"status": "unhealthy", "issues": issues}, status_code=503)
     return JSONResponse({"status": "healthy", "issues": []})

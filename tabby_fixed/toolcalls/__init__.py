@@ -14,6 +14,7 @@ from .events import (
 )
 from .formats import FORMATS, UnknownFormatError, detect_format
 from .parser import ToolCallParser, ToolCallStream
+from .scanner import scan
 
 __all__ = [
     "FORMATS",
@@ -28,4 +29,5 @@ __all__ = [
     "ToolCallStream",
     "UnknownFormatError",
     "detect_format",
+    "scan",
 ]

@@ -17,12 +17,12 @@ import re
 from typing import Final
 
 
-class _Need:
+class Need:
     """More text is needed before the question can be answered."""
 
-    _instance: _Need | None = None
+    _instance: Need | None = None
 
-    def __new__(cls) -> _Need:
+    def __new__(cls) -> Need:
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance
@@ -31,7 +31,7 @@ class _Need:
         return "NEED"
 
 
-NEED: Final = _Need()
+NEED: Final = Need()
 
 #: Longest tag header (``<function=...>``, ``<parameter name="...">``) waited for before giving up.
 HEADER_LIMIT: Final = 512
@@ -68,7 +68,7 @@ def scan(text: str, markers: tuple[str, ...], final: bool) -> tuple[int, str | N
     return (len(text) if final else len(text) - partial_suffix(text, markers)), None
 
 
-def starts(text: str, start: int, marker: str, final: bool) -> bool | _Need:
+def starts(text: str, start: int, marker: str, final: bool) -> bool | Need:
     """Whether text continues with marker at start; NEED while it is still a prefix of it."""
     piece = text[start:start + len(marker)]
     if piece == marker:
@@ -82,7 +82,7 @@ def skip_space(text: str, start: int) -> int:
     return start
 
 
-def read_header(text: str, start: int, prefix: str, final: bool) -> tuple[str, int] | _Need | None:
+def read_header(text: str, start: int, prefix: str, final: bool) -> tuple[str, int] | Need | None:
     """Read ``prefix ATTRS>`` at start: ``(ATTRS, index after '>')``."""
     opened = starts(text, start, prefix, final)
     if opened is not True:

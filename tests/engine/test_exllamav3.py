@@ -142,7 +142,7 @@ class _Tokens:
 
 @pytest.mark.parametrize(("result", "expected"), [
     ({"stage": "started", "eos": False}, []),
-    ({"stage": "streaming", "eos": False, "text": "hi", "token_ids": _Tokens(1)}, [Step("hi", 1)]),
+    ({"stage": "streaming", "eos": False, "text": "hi", "token_ids": _Tokens(1)}, [Step("hi")]),
     ({"stage": "streaming", "eos": True, "eos_reason": "max_new_tokens", "new_tokens": 5, "cached_tokens": 256,
       "time_prefill": 0.5, "time_generate": 1.0, "accepted_draft_tokens": 3, "rejected_draft_tokens": 1},
      [Finish("length", 10, 5, 256, None, 0.5, 1.0, 3, 1)]),

@@ -96,8 +96,6 @@ def test_text_held_for_a_possible_stop_string_is_released_on_end_of_turn(scripte
     engine, _ = scripted("done </")
     items = asyncio.run(collect(engine, request(stop=["</tool_result>"], logprobs=True)))
     assert text_of(items) == "done </"
-    steps = [item for item in items if isinstance(item, Step)]
-    assert sum(step.token_count for step in steps) == len(script(tokenizer, "done </", end=None))
 
 
 def test_a_stop_string_ends_the_text_before_it(scripted):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..scanner import NEED, attribute_name, read_header, skip_space, starts, unquote, valid_name
+from ..scanner import NEED, Need, attribute_name, read_header, skip_space, starts, unquote, valid_name
 from ..schema import ToolSchemas
 
 
@@ -42,8 +42,9 @@ class ParamOpened:
     ends_before: tuple[str, ...] = ()
 
 
-#: Opened | JsonOpened | ParamOpened | NEED | None, depending on the question.
-Answer = Any
+#: What a format answers, depending on the question: the call or parameter that opens here,
+#: ``NEED`` (undecidable until more text comes), or None (nothing opens here).
+Answer = Opened | JsonOpened | ParamOpened | Need | None
 
 
 class CallFormat:
