@@ -18,7 +18,7 @@ from starlette.requests import Request
 
 from tabby_fixed.auth import KeyFileError, KeyStore
 from tabby_fixed.errors import ApiError
-from tabby_fixed.server.state import ApiPermission, require_admin, require_api
+from tabby_fixed.server.state import ApiPermission, AppState, require_admin, require_api
 
 API = "api-key-one"
 API2 = "api-key-two"
@@ -52,7 +52,7 @@ def store(tokens: Path) -> KeyStore:
 
 def request_with(store: KeyStore, headers: dict[str, str]) -> Request:
     """A real Starlette request, its headers raw as an ASGI server hands them over."""
-    app = SimpleNamespace(state=SimpleNamespace(keys=store))
+    app = SimpleNamespace(state=AppState({"keys": store}))
     raw = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()]
     return Request({"type": "http", "app": app, "headers": raw})
 

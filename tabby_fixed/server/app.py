@@ -32,6 +32,7 @@ from .failures import api_error
 from .models import ModelManager
 from .prepare import prepare
 from .response_store import ResponseStore
+from .state import AppState
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +51,7 @@ def create_app(config: TabbyConfig) -> FastAPI:
             await app.state.models.unload()
 
     app = FastAPI(title="tabby-fixed", version=__version__, lifespan=lifespan)
+    app.state = AppState()
     app.state.config = config
     app.state.keys = KeyStore(config.resolve("api_tokens.yml"), disabled=config.network.disable_auth)
     app.state.model = None

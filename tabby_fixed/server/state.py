@@ -1,50 +1,86 @@
-"""What the routes depend on: the key a request carries, the loaded model, and reading a request
-body within its size limit."""
+"""What the routes depend on: the app's state, typed; the key a request carries; the loaded model;
+and reading a request body within its size limit."""
 
 from __future__ import annotations
 
 import logging
 from typing import Annotated
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, Request
+from starlette.applications import Starlette
+from starlette.datastructures import State
 
-from ..auth import Permission
+from ..auth import KeyStore, Permission
 from ..config import TabbyConfig
 from ..errors import ApiError, unauthorized, unavailable
-from .models import LoadedModel, model_folder
+from ..sampling import Preset
+from .models import LoadedModel, ModelManager, model_folder
+from .response_store import ResponseStore
 
 logger = logging.getLogger(__name__)
 
 
+class AppState(State):
+    """What the app keeps between requests. Starlette's ``app.state`` with its attributes declared,
+    so the type checker sees every read and write; ``create_app`` installs it. (No defaults here:
+    a class attribute would hide the value Starlette's ``State`` stores.)"""
+
+    config: TabbyConfig
+    keys: KeyStore
+    models: ModelManager  # the one place that changes ``model`` and ``preset``
+    responses: ResponseStore
+    model: LoadedModel | None
+    preset: Preset | None
+    prepared: bool  # the configured preset and model are set up (prepare.py)
+
+
+def app_state(app: Starlette) -> AppState:
+    state = app.state
+    assert isinstance(state, AppState), "create_app() installs an AppState"
+    return state
+
+
+def current_state(request: Request) -> AppState:
+    return app_state(request.app)
+
+
+def current_model(request: Request) -> LoadedModel | None:
+    """The loaded model, or None (health and listing routes answer without one)."""
+    return current_state(request).model
+
+
+CurrentModel = Annotated[LoadedModel | None, Depends(current_model)]
+
+
 def require_api(request: Request) -> Permission:
     """Dependency for routes that need an API (or admin) key."""
-    return request.app.state.keys.check_api(request.headers)
+    return current_state(request).keys.check_api(request.headers)
 
 
 def require_admin(request: Request) -> Permission:
     """Dependency for routes that need the admin key."""
-    return request.app.state.keys.check_admin(request.headers)
+    return current_state(request).keys.check_admin(request.headers)
 
 
 ApiPermission = Annotated[str, Depends(require_api)]
 
 
-async def serving(app: FastAPI, requested: str | None, permission: str) -> LoadedModel:
+async def serving(app: Starlette, requested: str | None, permission: str) -> LoadedModel:
     """The model that answers a request.
 
     Like upstream, a ``model`` naming something else is ignored (clients send aliases), unless
     inline loading is on: then an admin key loads that folder first, and an API key gets 401.
     Dummy model names are always served by the loaded model.
     """
-    config: TabbyConfig = app.state.config
-    model: LoadedModel | None = app.state.model
+    state = app_state(app)
+    config, model = state.config, state.model
     if requested and config.model.inline_model_loading and requested not in config.model.dummy_model_names \
             and (model is None or requested != model.name):
         folder = model_folder(config, requested, param="model")
         if permission != "admin":
             raise unauthorized(f"Loading '{folder.name}' on request needs the admin key.")
-        await app.state.models.load(requested, request={})
-        model = app.state.model
+        await state.models.load(requested, request={})
+        model = state.model
     if model is None:
         raise unavailable("No models are currently loaded. Set model.model_name in config.yml, or load one "
                           "with POST /v1/model/load.")
@@ -53,7 +89,7 @@ async def serving(app: FastAPI, requested: str | None, permission: str) -> Loade
 
 async def read_body(request: Request) -> bytes:
     """The body, refused with 413 as soon as it exceeds ``network.max_request_bytes``."""
-    limit = request.app.state.config.network.max_request_bytes
+    limit = current_state(request).config.network.max_request_bytes
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise _too_large(int(declared), limit)

@@ -13,14 +13,13 @@ from ..errors import ApiError
 from ..templating import ChatTemplateError, render_chat
 from .models import LoadedModel
 from .requests import DecodeRequest, EncodeRequest, parse_body
-from .state import ApiPermission, read_body, serving
+from .state import ApiPermission, CurrentModel, read_body, serving
 
 router = APIRouter(tags=["tabby"])
 
 
 @router.get("/health")
-async def health(request: Request) -> JSONResponse:
-    model: LoadedModel | None = request.app.state.model
+async def health(model: CurrentModel) -> JSONResponse:
     issues = model.engine.health_issues() if model else []
     if issues:
         return JSONResponse({"status": "unhealthy", "issues": issues}, status_code=503)
