@@ -109,7 +109,7 @@ def main(sizes: tuple[int, int] = (256 * 1024, 1024 * 1024)) -> None:
     worst = 0.0
     for shape, tool_format in cases():
         for mode, parse in (("whole", parse_whole), ("streamed", parse_streamed)):
-            times = [cpu_seconds(parse, shape.text(tool_format, size), tool_format) for size in sizes]
+            times = [cpu_seconds(parse, shape.text(tool_format, size), tool_format, rounds=2) for size in sizes]
             ratio = times[1] / max(times[0], 1e-9)
             worst = max(worst, ratio)
             print(f"{shape.name:<38} {tool_format:<12} {mode:<8} {times[0] * 1e3:8.1f} ms {times[1] * 1e3:8.1f} ms"

@@ -1,0 +1,68 @@
+"""Nothing a client sends can hang, bloat or crash the server (issue 19): request-controlled work
+is bounded, refused up front with a 400, or run off the event loop with a time limit."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import yaml
+
+from tests.server.conftest import API_KEY, SCRIPTS, make_models
+from tests.server.process import ServerProcess, server_process
+
+API = {"authorization": f"Bearer {API_KEY}"}
+
+
+@pytest.fixture(scope="module")
+def process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    root = tmp_path_factory.mktemp("limits")
+    make_models(root)
+    quick = {**SCRIPTS["tester"], "constraint_check_seconds": 0.2}  # a pattern check gives up sooner
+    (root / "models" / "quick").mkdir()
+    (root / "models" / "quick" / "scripted.yml").write_text(yaml.safe_dump(quick))
+    with server_process(root, "quick") as server:
+        yield server
+
+
+def _ask(server: ServerProcess, output: str, **fields: object) -> httpx.Response:
+    return httpx.post(server.v1 + "/chat/completions", headers=API, timeout=30,
+                      json={"messages": [{"role": "user", "content": "RAW:" + output}], **fields})
+
+
+def _health_while(server: ServerProcess, request: threading.Thread) -> float:
+    """Seconds /health takes while the request's work is under way."""
+    request.start()
+    time.sleep(0.3)
+    started = time.monotonic()
+    assert httpx.get(server.url + "/health", timeout=5).status_code == 200
+    took = time.monotonic() - started
+    request.join(30)
+    assert not request.is_alive()
+    return took
+
+
+@pytest.mark.parametrize("fields", [
+    {"regex_pattern": r"(\w|\W|.)*(\w|\W|.)*(\w|\W|.)*z"},
+    {"regex_pattern": "(a|aa)+b"},
+    {"json_schema": {"type": "string", "pattern": "^(a|aa)+b$"}},
+    {"json_schema": {"type": "object", "patternProperties": {"^(a|aa)+b$": {}}, "additionalProperties": False}},
+])
+def test_catastrophic_patterns_neither_hang_nor_stall_the_server(process: ServerProcess, fields: dict):
+    output = '{"' + "a" * 40 + '": 1}' if "patternProperties" in str(fields) else \
+        '"' + "a" * 40 + '"' if "json_schema" in fields else "a" * 40
+    answers: list[httpx.Response] = []
+    request = threading.Thread(target=lambda: answers.append(_ask(process, output, **fields)))
+    assert _health_while(process, request) < 1
+    error = answers[0].json()["error"]
+    assert answers[0].status_code == 500 and "scripted output" in error["message"]
+
+
+def test_a_schema_that_refers_to_itself_without_end_is_400(process: ServerProcess):
+    response = _ask(process, "{}", json_schema={"$ref": "#"})
+    assert response.status_code == 400 and "refers to itself" in response.json()["error"]["message"]
+    recursive = {"type": "object", "properties": {"child": {"$ref": "#"}}}  # a tree: fine
+    assert _ask(process, '{"child": {"child": {}}}', json_schema=recursive).status_code == 200
