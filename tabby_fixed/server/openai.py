@@ -31,7 +31,7 @@ from ..toolcalls import ContentDelta, ToolCallArgs, ToolCallBegin
 from .models import LoadedModel
 from .requests import ChatCompletionRequest, CompletionRequest, GenerationFields, parse_body
 from .sse import DONE, frame, ping, run_jobs, sse_response
-from .state import read_body, serving
+from .state import read_body, serving, unless_disconnected
 
 router = APIRouter(prefix="/v1", tags=["openai"])
 logger = logging.getLogger(__name__)
@@ -170,7 +170,7 @@ async def chat_completions(request: Request, permission: ApiPermission) -> Respo
     headers = {"x-sampler-source": sources}
     if (streaming := _streams(request, chat)) is not None:
         return sse_response(_guarded(_stream_chat(reply, choices, parsers, *streaming)), headers)
-    texts, logprobs = await choices.collect()
+    texts, logprobs = await unless_disconnected(request, choices.collect())
     outputs = [_parse_whole(parser, text) for parser, text in zip(parsers, texts, strict=True)]
     wanted = params.top_logprobs is not None
     return JSONResponse(reply.chat_completion(outputs, choices.done(), logprobs if wanted else None), headers=headers)
@@ -281,7 +281,7 @@ async def completions(request: Request, permission: ApiPermission) -> Response:
     headers = {"x-sampler-source": sources}
     if (streaming := _streams(request, completion)) is not None:
         return sse_response(_guarded(_stream_text(reply, choices, *streaming)), headers)
-    texts, logprobs = await choices.collect()
+    texts, logprobs = await unless_disconnected(request, choices.collect())
     finishes = choices.done()
     wanted = params.top_logprobs is not None
     return JSONResponse(headers=headers, content={

@@ -3,15 +3,17 @@ is bounded, refused up front with a 400, or run off the event loop with a time l
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 import yaml
 
-from tests.server.conftest import API_KEY, SCRIPTS, make_models
+from tests.server.conftest import API_KEY, SCRIPTS, make_models, serve
 from tests.server.process import ServerProcess, server_process
 
 API = {"authorization": f"Bearer {API_KEY}"}
@@ -66,3 +68,23 @@ def test_a_schema_that_refers_to_itself_without_end_is_400(process: ServerProces
     assert response.status_code == 400 and "refers to itself" in response.json()["error"]["message"]
     recursive = {"type": "object", "properties": {"child": {"$ref": "#"}}}  # a tree: fine
     assert _ask(process, '{"child": {"child": {}}}', json_schema=recursive).status_code == 200
+
+
+def test_abandoned_non_streaming_requests_leave_no_jobs(workspace: Path):
+    for server in serve(workspace, "slow"):
+        engine = server.app.state.model.engine
+
+        def abandon(url: str = server.v1 + "/chat/completions") -> None:
+            with contextlib.suppress(httpx.ReadTimeout):  # the answer would take 8 s; the client gives up
+                httpx.post(url, headers=API, timeout=httpx.Timeout(30, read=0.5),
+                           json={"messages": [{"role": "user", "content": "hi"}]})
+
+        clients = [threading.Thread(target=abandon) for _ in range(10)]
+        for client in clients:
+            client.start()
+        for client in clients:
+            client.join()
+        deadline = time.monotonic() + 2
+        while engine.active_jobs() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert engine.active_jobs() == 0
