@@ -81,6 +81,9 @@ class NetworkConfig(_Section):
     sse_ping_interval: float = Field(15, ge=0, description="Seconds between keep-alive comments on a quiet stream.")
     max_request_bytes: int = Field(
         33554432, gt=0, description="Largest request body accepted, in bytes; a larger one is refused with 413.")
+    max_queued_steps: int = Field(
+        256, gt=0, description="Generated tokens of one response held for a client that reads slower than the model "
+                               "writes; beyond this its jobs are not read further until the client catches up.")
 
     @field_validator("api_servers")
     @classmethod

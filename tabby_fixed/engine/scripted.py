@@ -30,6 +30,8 @@ import contextvars
 import json
 import re
 import string
+import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -56,6 +58,9 @@ from .base import (
 
 BUILTIN_TEMPLATE = Path(__file__).with_name("chatml_tools.jinja")
 _PIECES = re.compile(r"\w+|\s+|[^\w\s]")
+_VOCABULARY_LIMIT = 65536
+_PIECE_LIMIT = 32
+_CHAR_BASE = _VOCABULARY_LIMIT
 #: With no delay, give other requests the loop after this many tokens.
 _YIELD_EVERY = 16
 
@@ -112,7 +117,12 @@ def _responses(path: Path, entries: Any) -> list[_Response]:
 
 class _Tokenizer:
     """The folder's tokenizer.json when present; else a vocabulary of word/space/punctuation pieces
-    that grows as text is seen (ids are stable for the engine's lifetime)."""
+    that grows as text is seen (ids are stable for the engine's lifetime).
+
+    Prompts come from clients, so that vocabulary is bounded: once it holds
+    ``_VOCABULARY_LIMIT`` pieces, and for any piece longer than ``_PIECE_LIMIT`` characters, new
+    text is spelled one character per token (id ``_CHAR_BASE + ord(c)``), which needs no memory.
+    """
 
     def __init__(self, folder: Path) -> None:
         path = folder / "tokenizer.json"
@@ -123,34 +133,51 @@ class _Tokenizer:
             self._hf = Tokenizer.from_file(str(path))
         self._ids: dict[str, int] = {}
         self._pieces: list[str] = []
+        self._lock = threading.Lock()  # prompts are counted on worker threads
 
     def encode(self, text: str) -> list[int]:
         if self._hf is not None:
             return self._hf.encode(text, add_special_tokens=False).ids
-        return [self._ids.setdefault(p, len(self._ids)) for p in self._remember(text)]
+        return list(self._word_ids(text))
 
-    def _remember(self, text: str) -> list[str]:
-        pieces = _PIECES.findall(text)
-        for piece in pieces:
-            if piece not in self._ids:
-                self._ids[piece] = len(self._pieces)
-                self._pieces.append(piece)
-        return pieces
+    def count(self, text: str) -> int:
+        """How many tokens encode would give, without building the list."""
+        if self._hf is not None:
+            return len(self._hf.encode(text, add_special_tokens=False).ids)
+        return sum(1 for _ in self._word_ids(text))
+
+    def _word_ids(self, text: str) -> Iterator[int]:
+        for found in _PIECES.finditer(text):
+            piece = found.group()
+            known = self._ids.get(piece)
+            if known is None and len(piece) <= _PIECE_LIMIT and len(self._pieces) < _VOCABULARY_LIMIT:
+                with self._lock:
+                    known = self._ids.setdefault(piece, len(self._pieces))
+                    if known == len(self._pieces):
+                        self._pieces.append(piece)
+            if known is not None:
+                yield known
+            else:
+                yield from (_CHAR_BASE + ord(char) for char in piece)
 
     def decode(self, ids: list[int]) -> str:
         if self._hf is not None:
             return self._hf.decode(ids, skip_special_tokens=False)
-        return "".join(self._pieces[i] for i in ids if 0 <= i < len(self._pieces))
+        return "".join(self._piece(i) for i in ids)
 
-    def pieces(self, text: str) -> list[str]:
-        """The text as the tokens a model would emit, each decoded on its own."""
+    def _piece(self, token: int) -> str:
+        if 0 <= token < len(self._pieces):
+            return self._pieces[token]
+        return chr(token - _CHAR_BASE) if 0 <= token - _CHAR_BASE <= sys.maxunicode else ""
+
+    def pieces(self, text: str) -> Iterator[str]:
+        """The text as the tokens a model would emit, each decoded on its own, as they are needed."""
         if self._hf is None:
-            return self._remember(text)
+            return (found.group() for found in _PIECES.finditer(text))
         from tokenizers.decoders import DecodeStream
 
         stream = DecodeStream(skip_special_tokens=False)
-        pieces = [stream.step(self._hf, token) for token in self.encode(text)]
-        return [piece or "" for piece in pieces]
+        return (stream.step(self._hf, token) or "" for token in self.encode(text))
 
 
 def check_constraint(text: str, constraint: Constraint | None, seconds: float = 1.0) -> None:
@@ -301,7 +328,7 @@ class ScriptedEngine:
         return self._default, None
 
     async def generate(self, request: GenerationRequest) -> AsyncIterator[Step | Finish]:
-        prompt_tokens = len(self.encode(request.prompt))
+        prompt_tokens = await asyncio.to_thread(self._tokenizer.count, request.prompt)
         budget = completion_budget(prompt_tokens, self.info.max_seq_len, request.params.max_tokens)
         output, failure = self.answer(request.last_user_text)
         stops = tuple(stop for stop in request.params.stop if isinstance(stop, str) and stop)
@@ -312,7 +339,7 @@ class ScriptedEngine:
         if constraint is not None:
             await asyncio.to_thread(check_constraint, text, constraint, self._check_seconds)
 
-    async def _replay(self, pieces: list[str], budget: int, stops: tuple[str, ...], prompt_tokens: int,
+    async def _replay(self, pieces: Iterator[str], budget: int, stops: tuple[str, ...], prompt_tokens: int,
                       failure: str | None, params: GenerationParams) -> AsyncIterator[Step | Finish]:
         """Scripted tokens are certain: each has log-probability 0, and is its own only alternative."""
         constraint = params.constraint

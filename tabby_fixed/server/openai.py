@@ -101,19 +101,21 @@ def _call_id() -> str:
 class _Choices:
     """The jobs of one request, started together; the context check happens at the start, before any reply."""
 
-    def __init__(self, jobs: list[AsyncIterator[Step | Finish]]) -> None:
+    def __init__(self, jobs: list[AsyncIterator[Step | Finish]], max_queued: int) -> None:
         self.jobs = jobs
         self.finishes: list[Finish | None] = [None] * len(jobs)
+        self.max_queued = max_queued
 
     @classmethod
-    async def start(cls, model: LoadedModel, prompts: list[str], params: GenerationParams,
+    async def start(cls, request: Request, model: LoadedModel, prompts: list[str], params: GenerationParams,
                     last_user: list[str]) -> _Choices:
         return cls([await model.engine.generate(GenerationRequest(prompt, params, user))
-                    for prompt, user in zip(prompts, last_user, strict=True)])
+                    for prompt, user in zip(prompts, last_user, strict=True)],
+                   request.app.state.config.network.max_queued_steps)
 
     async def steps(self, ping_interval: float = 0) -> AsyncIterator[list[tuple[int, Step | Finish]] | None]:
         """Steps of every job in batches of what has arrived; None for a ping when the engine is silent."""
-        async for batch in run_jobs(self.jobs, ping_interval):
+        async for batch in run_jobs(self.jobs, ping_interval, self.max_queued):
             for index, item in batch or ():
                 if isinstance(item, Finish):
                     self.finishes[index] = item
@@ -164,7 +166,7 @@ async def chat_completions(request: Request, permission: ApiPermission) -> Respo
     if request.app.state.config.logging.log_prompt:
         logger.info("prompt:\n%s", prompt)
     params, sources = _generation(request.app, model, chat)
-    choices = await _Choices.start(model, [prompt] * chat.n, params, [last_user_text(chat)] * chat.n)
+    choices = await _Choices.start(request, model, [prompt] * chat.n, params, [last_user_text(chat)] * chat.n)
     parsers = [output_parser(model.chat, chat, prompt) for _ in range(chat.n)]
     reply = _Reply("chatcmpl", model.name)
     headers = {"x-sampler-source": sources}
@@ -276,7 +278,7 @@ async def completions(request: Request, permission: ApiPermission) -> Response:
     model = await serving(request.app, completion.model, permission)
     prompts = [p for p in completion.prompts for _ in range(completion.n)]
     params, sources = _generation(request.app, model, completion)
-    choices = await _Choices.start(model, prompts, params, prompts)
+    choices = await _Choices.start(request, model, prompts, params, prompts)
     reply = _Reply("cmpl", model.name)
     headers = {"x-sampler-source": sources}
     if (streaming := _streams(request, completion)) is not None:

@@ -4,6 +4,8 @@ is bounded, refused up front with a 400, or run off the event loop with a time l
 from __future__ import annotations
 
 import contextlib
+import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -23,7 +25,8 @@ API = {"authorization": f"Bearer {API_KEY}"}
 def process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     root = tmp_path_factory.mktemp("limits")
     make_models(root)
-    quick = {**SCRIPTS["tester"], "constraint_check_seconds": 0.2}  # a pattern check gives up sooner
+    quick = {**SCRIPTS["tester"], "constraint_check_seconds": 0.2,  # a pattern check gives up sooner
+             "max_seq_len": 10_000_000, "default": "x " * 300_000}  # anything but RAW: 600,000 tokens at once
     (root / "models" / "quick").mkdir()
     (root / "models" / "quick" / "scripted.yml").write_text(yaml.safe_dump(quick))
     with server_process(root, "quick") as server:
@@ -88,3 +91,38 @@ def test_abandoned_non_streaming_requests_leave_no_jobs(workspace: Path):
         while engine.active_jobs() and time.monotonic() < deadline:
             time.sleep(0.02)
         assert engine.active_jobs() == 0
+
+
+def _never_reading_client(server: ServerProcess) -> socket.socket:
+    """A streaming request from a client that never reads its answer (and keeps its buffer small)."""
+    body = json.dumps({"messages": [{"role": "user", "content": "go"}], "stream": True,
+                       "n": 4}).encode()
+    host, port = server.url.removeprefix("http://").split(":")
+    client = socket.socket()
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    client.connect((host, int(port)))
+    client.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   b"Authorization: Bearer " + API_KEY.encode() + b"\r\nContent-Length: "
+                   + str(len(body)).encode() + b"\r\n\r\n" + body)
+    return client
+
+
+#: What clients that never read may cost the server: their queued output is bounded by
+#: network.max_queued_steps, so the growth does not depend on how long they stall.
+STALLED_CLIENTS_MB = 40
+
+
+def test_clients_that_never_read_cost_bounded_memory_released_after_they_close(process: ServerProcess):
+    _ask(process, "warm up")
+    before = process.rss_mb()
+    clients = [_never_reading_client(process) for _ in range(4)]
+    try:
+        time.sleep(4)  # the jobs could write 600,000 tokens each by now
+        stalled = process.rss_mb()
+    finally:
+        for client in clients:
+            client.close()
+    assert stalled - before < STALLED_CLIENTS_MB, f"RSS {before:.0f} MB -> {stalled:.0f} MB"
+    started = time.monotonic()
+    assert _ask(process, "after").status_code == 200 and time.monotonic() - started < 2
+    assert process.rss_mb() - before < STALLED_CLIENTS_MB
