@@ -21,9 +21,9 @@ from ..errors import ApiError, not_found
 from ..names import plain_name
 from ..sampling import Preset, list_presets, parse_overrides, preset_dirs
 from .models import LoadedModel, model_folder
-from .requests import RequestBody, parse_body
+from .requests import RequestBody
 from .sse import frame, sse_response
-from .state import read_body, serving
+from .state import read_json, serving
 
 router = APIRouter(tags=["admin"])
 ADMIN = [Depends(require_admin)]
@@ -53,7 +53,7 @@ async def sampler_overrides(request: Request, permission: ApiPermission) -> dict
 
 @router.post("/v1/sampling/override/switch", dependencies=ADMIN)
 async def switch_preset(request: Request) -> dict[str, Any]:
-    body: PresetSwitch = parse_body(await read_body(request), PresetSwitch)
+    body: PresetSwitch = await read_json(request, PresetSwitch)
     if body.preset:
         request.app.state.models.select_preset(body.preset)
     elif body.overrides is not None:
@@ -91,7 +91,7 @@ async def templates(request: Request, permission: ApiPermission) -> dict[str, An
 
 @router.post("/v1/template/switch", dependencies=ADMIN)
 async def switch_template(request: Request) -> dict[str, Any]:
-    body: TemplateSwitch = parse_body(await read_body(request), TemplateSwitch)
+    body: TemplateSwitch = await read_json(request, TemplateSwitch)
     model = await serving(request.app, None, "admin")
     name = plain_name(body.prompt_template_name, "prompt_template_name")
     path = request.app.state.config.resolve("templates") / f"{name}.jinja"
@@ -122,8 +122,7 @@ async def load_model(request: Request) -> Response:
 
     The load runs detached from the request, so a client that disconnects does not abort it.
     """
-    raw = await read_body(request)
-    body: ModelLoad = parse_body(raw, ModelLoad)
+    body: ModelLoad = await read_json(request, ModelLoad)
     if not body.model_name:
         raise ApiError(400, "A model_name is required: the name of a folder in model_dir.", param="model_name")
     model_folder(request.app.state.config, body.model_name)

@@ -21,6 +21,7 @@ from fastapi.responses import JSONResponse, Response
 
 from ..auth import ApiPermission
 from ..chat import build_prompt, last_user_text, output_parser
+from ..config import NetworkConfig
 from ..engine.base import Finish, GenerationParams, GenerationRequest, Step, TokenLogprob
 from ..errors import ApiError
 from ..output import ChatOutput, OutputEvent, OutputParser
@@ -29,9 +30,9 @@ from ..sampling import resolve
 from ..sampling.constraints import constraint_for
 from ..toolcalls import ContentDelta, ToolCallArgs, ToolCallBegin
 from .models import LoadedModel
-from .requests import ChatCompletionRequest, CompletionRequest, GenerationFields, parse_body
+from .requests import ChatCompletionRequest, CompletionRequest, GenerationFields
 from .sse import DONE, frame, ping, run_jobs, sse_response
-from .state import read_body, serving, unless_disconnected
+from .state import read_json, serving, unless_disconnected
 
 router = APIRouter(prefix="/v1", tags=["openai"])
 logger = logging.getLogger(__name__)
@@ -48,11 +49,23 @@ def _generation(app: FastAPI, model: LoadedModel, fields: GenerationFields) -> t
                if name not in model.engine.sampler_fields]
     if ignored:
         logger.debug("the %s engine does not apply: %s", type(model.engine).__name__, ", ".join(ignored))
+    _check_stops(values["stop"] or (), app.state.config.network)
     top_logprobs = values["top_logprobs"] or (values["logprobs"] if values["logprobs"] > 1 else 0)
     params = GenerationParams(max_tokens=values["max_tokens"], stop=tuple(values["stop"] or ()), sampler=values,
                               constraint=constraint_for(fields.response_format, values),
                               top_logprobs=top_logprobs if values["logprobs"] or values["top_logprobs"] else None)
     return params, effective.summary()
+
+
+def _check_stops(stops: list[str | int], network: NetworkConfig) -> None:
+    """Stop strings are matched against every token, so their number and length are bounded."""
+    if len(stops) > network.max_stop_strings:
+        raise ApiError(400, f"This request has {len(stops)} stop strings; the server takes at most "
+                            f"{network.max_stop_strings} (network.max_stop_strings).", param="stop")
+    longest = max((len(stop) for stop in stops if isinstance(stop, str)), default=0)
+    if longest > network.max_stop_string_chars:
+        raise ApiError(400, f"A stop string is {longest} characters long; the server takes at most "
+                            f"{network.max_stop_string_chars} (network.max_stop_string_chars).", param="stop")
 
 
 def _logprob_entries(logprobs: list[TokenLogprob]) -> list[dict[str, Any]]:
@@ -109,6 +122,10 @@ class _Choices:
     @classmethod
     async def start(cls, request: Request, model: LoadedModel, prompts: list[str], params: GenerationParams,
                     last_user: list[str]) -> _Choices:
+        limit = request.app.state.config.network.max_jobs_per_request
+        if len(prompts) > limit:
+            raise ApiError(400, f"This request asks for {len(prompts)} generations (prompts times n); the server "
+                                f"starts at most {limit} per request (network.max_jobs_per_request).", param="n")
         return cls([await model.engine.generate(GenerationRequest(prompt, params, user))
                     for prompt, user in zip(prompts, last_user, strict=True)],
                    request.app.state.config.network.max_queued_steps)
@@ -160,7 +177,7 @@ async def _guarded(body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
 
 @router.post("/chat/completions")
 async def chat_completions(request: Request, permission: ApiPermission) -> Response:
-    chat: ChatCompletionRequest = parse_body(await read_body(request), ChatCompletionRequest)
+    chat: ChatCompletionRequest = await read_json(request, ChatCompletionRequest)
     model = await serving(request.app, chat.model, permission)
     prompt = build_prompt(model.chat, chat)
     if request.app.state.config.logging.log_prompt:
@@ -274,7 +291,7 @@ async def _stream_chat(reply: _Reply, choices: _Choices, parsers: list[OutputPar
 
 @router.post("/completions")
 async def completions(request: Request, permission: ApiPermission) -> Response:
-    completion: CompletionRequest = parse_body(await read_body(request), CompletionRequest)
+    completion: CompletionRequest = await read_json(request, CompletionRequest)
     model = await serving(request.app, completion.model, permission)
     prompts = [p for p in completion.prompts for _ in range(completion.n)]
     params, sources = _generation(request.app, model, completion)

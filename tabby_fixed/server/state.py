@@ -12,9 +12,11 @@ from fastapi import FastAPI, Request
 from ..config import TabbyConfig
 from ..errors import ApiError, unauthorized, unavailable
 from .models import LoadedModel, model_folder
+from .requests import RequestBody, parse_body
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+B = TypeVar("B", bound=RequestBody)
 
 
 async def serving(app: FastAPI, requested: str | None, permission: str) -> LoadedModel:
@@ -52,6 +54,11 @@ async def read_body(request: Request) -> bytes:
             raise _too_large(size, limit)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+async def read_json(request: Request, model: type[B]) -> B:
+    """The body as the given model, within the size and nesting limits of ``network``."""
+    return parse_body(await read_body(request), model, request.app.state.config.network.max_json_depth)
 
 
 def _too_large(size: int, limit: int) -> ApiError:

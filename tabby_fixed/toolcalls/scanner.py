@@ -42,13 +42,22 @@ _NOT_IN_NAMES = re.compile(r"[\s<>{}\[\]()]")
 
 
 def partial_suffix(text: str, markers: tuple[str, ...]) -> int:
-    """Length of the longest suffix of text that is a proper prefix of one of the markers."""
+    """Length of the longest suffix of text that is a proper prefix of one of the markers.
+
+    Only sizes whose last marker character is text's last character are compared, so a long
+    marker (a stop string) costs little on text that does not end like it.
+    """
     longest = 0
+    if not text:
+        return 0
+    last = text[-1]
     for marker in markers:
-        for size in range(min(len(marker) - 1, len(text)), longest, -1):
-            if text.endswith(marker[:size]):
-                longest = size
+        at = marker.rfind(last, 0, min(len(marker) - 1, len(text)))
+        while at >= longest:  # a prefix of at + 1 characters ends with last
+            if text.endswith(marker[:at + 1]):
+                longest = at + 1
                 break
+            at = marker.rfind(last, 0, at)
     return longest
 
 

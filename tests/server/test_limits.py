@@ -126,3 +126,58 @@ def test_clients_that_never_read_cost_bounded_memory_released_after_they_close(p
     started = time.monotonic()
     assert _ask(process, "after").status_code == 200 and time.monotonic() - started < 2
     assert process.rss_mb() - before < STALLED_CLIENTS_MB
+
+
+# -- client mistakes are 400s, never 500s ------------------------------------------------------
+
+def _chat(http: httpx.Client, **fields: object) -> httpx.Response:
+    return http.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}], **fields})
+
+
+def _error(response: httpx.Response, status: int = 400) -> dict:
+    assert response.status_code == status, response.text
+    return response.json()["error"]
+
+
+@pytest.mark.parametrize("depth", [150, 5000])
+def test_deeply_nested_bodies_are_refused(http: httpx.Client, depth: int):
+    nested = "[" * depth + "]" * depth
+    body = '{"messages": [{"role": "user", "content": "hi"}], "template_vars": {"x": ' + nested + "}}"
+    error = _error(http.post("/v1/chat/completions", content=body, headers={"content-type": "application/json"}))
+    assert "max_json_depth" in error["message"]
+    assert _chat(http, template_vars={"x": [[[["fine"]]]]}).status_code == 200
+
+
+@pytest.mark.parametrize("name", ["messages", "tools", "add_generation_prompt"])
+def test_reserved_template_variables_are_refused(http: httpx.Client, name: str):
+    error = _error(_chat(http, template_vars={name: []}))
+    assert error["param"] == "template_vars" and name in error["message"]
+
+
+@pytest.mark.parametrize("body", [
+    '{"messages": [{"role": "user", "content": "\\ud800"}]}',
+    '{"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", '
+    '"function": {"name": "f\\udfff"}}]}',
+    '{"messages": [{"role": "user", "content": "hi", "\\ud83d": 1}]}',
+])
+def test_lone_surrogates_are_refused(http: httpx.Client, body: str):
+    error = _error(http.post("/v1/chat/completions", content=body, headers={"content-type": "application/json"}))
+    assert "surrogate" in error["message"]
+
+
+def test_an_empty_prompt_list_is_refused(http: httpx.Client):
+    assert _error(http.post("/v1/completions", json={"prompt": []}))["param"] == "prompt"
+
+
+@pytest.mark.parametrize(("prompts", "n"), [(4000, 16), (65, 1), (5, 13)])
+def test_generations_per_request_are_bounded(http: httpx.Client, prompts: int, n: int):
+    error = _error(http.post("/v1/completions", json={"prompt": ["x"] * prompts, "n": n}))
+    assert "max_jobs_per_request" in error["message"] and error["param"] == "n"
+    assert http.post("/v1/completions", json={"prompt": ["x"] * 4, "n": 16}).status_code == 200
+
+
+@pytest.mark.parametrize("stop", [["s"] * 16_000, ["s"] * 65, ["s" * 1001]])
+def test_stop_strings_are_bounded(http: httpx.Client, stop: list[str]):
+    error = _error(_chat(http, stop=stop))
+    assert error["param"] == "stop" and "network.max_stop_string" in error["message"]
+    assert _chat(http, stop=["s" * 1000] * 64).status_code == 200
