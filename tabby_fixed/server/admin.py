@@ -96,7 +96,7 @@ async def switch_template(request: Request) -> dict[str, Any]:
     name = plain_name(body.prompt_template_name, "prompt_template_name")
     path = request.app.state.config.resolve("templates") / f"{name}.jinja"
     if not path.is_file():
-        raise not_found(f"No template '{name}': {path} does not exist.", param="prompt_template_name")
+        raise not_found(f"No template '{name}': templates/{name}.jinja does not exist.", param="prompt_template_name")
     chat = dataclasses.replace(model.chat, chat_template=path.read_text(encoding="utf-8"), chat_template_name=name)
     request.app.state.model = dataclasses.replace(model, chat=chat)
     return {"prompt_template": name}
@@ -125,8 +125,9 @@ async def load_model(request: Request) -> Response:
     body: ModelLoad = await read_json(request, ModelLoad)
     if not body.model_name:
         raise ApiError(400, "A model_name is required: the name of a folder in model_dir.", param="model_name")
-    model_folder(request.app.state.config, body.model_name)
+    folder = model_folder(request.app.state.config, body.model_name)
     settings = {k: v for k, v in (body.model_extra or {}).items() if v is not None}
+    request.app.state.models.check_settings(folder, settings)  # a 400 now, not an error event after the unload
     events: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
     loop = asyncio.get_running_loop()
 

@@ -80,7 +80,10 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
         message = {404: f"There is no route {request.method} {request.url.path}.",
                    405: f"{request.method} is not allowed on {request.url.path}."}.get(error.status_code, error.detail)
-        return _error(ApiError(error.status_code, str(message), code="not_found" if error.status_code == 404 else None))
+        response = _error(ApiError(error.status_code, str(message),
+                                   code="not_found" if error.status_code == 404 else None))
+        response.headers.update(error.headers or {})  # 405 names the allowed methods in Allow
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_request: Request, error: RequestValidationError) -> JSONResponse:

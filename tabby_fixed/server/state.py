@@ -30,9 +30,9 @@ async def serving(app: FastAPI, requested: str | None, permission: str) -> Loade
     model: LoadedModel | None = app.state.model
     if requested and config.model.inline_model_loading and requested not in config.model.dummy_model_names \
             and (model is None or requested != model.name):
-        folder = model_folder(config, requested, param="model")
-        if permission != "admin":
-            raise unauthorized(f"Loading '{folder.name}' on request needs the admin key.")
+        if permission != "admin":  # before looking: an API key learns nothing about which folders exist
+            raise unauthorized(f"Loading '{requested[:200]}' on request needs the admin key.")
+        model_folder(config, requested, param="model")
         await app.state.models.load(requested, request={})
         model = app.state.model
     if model is None:

@@ -15,10 +15,12 @@ import httpx
 import pytest
 import yaml
 
-from tests.server.conftest import API_KEY, SCRIPTS, make_models, serve
+from tests.live_server import LiveServer
+from tests.server.conftest import ADMIN_KEY, API_KEY, SCRIPTS, make_models, serve
 from tests.server.process import ServerProcess, server_process
 
 API = {"authorization": f"Bearer {API_KEY}"}
+USER = [{"role": "user", "content": "hi"}]
 
 
 @pytest.fixture(scope="module")
@@ -181,3 +183,44 @@ def test_stop_strings_are_bounded(http: httpx.Client, stop: list[str]):
     error = _error(_chat(http, stop=stop))
     assert error["param"] == "stop" and "network.max_stop_string" in error["message"]
     assert _chat(http, stop=["s" * 1000] * 64).status_code == 200
+
+
+# -- admin loads and names ---------------------------------------------------------------------
+
+ADMIN = {"authorization": f"Bearer {ADMIN_KEY}"}
+
+
+@pytest.fixture(scope="module")
+def admin_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    root = tmp_path_factory.mktemp("admin")
+    make_models(root)
+    (root / "secret.jinja").write_text("SECRET {{ messages }}")
+    (root / "templates").mkdir()
+    yield from serve(root, "tester")
+
+
+@pytest.mark.parametrize("settings", [{"max_seq_len": -5}, {"cache_size": "x"}, {"chunk_size": 0},
+                                      {"prompt_template": "../../secret"}, {"prompt_template": "../secret"},
+                                      {"draft_model": {"draft_model_name": "../../etc"}}])
+def test_a_load_that_cannot_work_is_400_and_keeps_the_working_model(admin_server: LiveServer, settings: dict):
+    response = httpx.post(admin_server.v1 + "/model/load", headers=ADMIN, json={"model_name": "slow", **settings})
+    assert response.status_code in (400, 404) and "SECRET" not in response.text, response.text
+    answer = httpx.post(admin_server.v1 + "/chat/completions", headers=API, json={"messages": USER})
+    assert answer.status_code == 200 and answer.json()["model"] == "tester"
+
+
+@pytest.mark.parametrize(("path", "body"), [
+    ("/v1/model/load", {"model_name": "x" * 5000}),
+    ("/v1/template/switch", {"prompt_template_name": "x" * 5000}),
+    ("/v1/sampling/override/switch", {"preset": "x" * 5000}),
+    ("/v1/template/switch", {"prompt_template_name": "missing"}),
+])
+def test_long_or_missing_names_are_client_errors_that_show_no_paths(admin_server: LiveServer, path: str, body: dict):
+    response = httpx.post(admin_server.url + path, headers=ADMIN, json=body)
+    assert response.status_code in (400, 404), response.text
+    assert "/tmp" not in response.text and "/work" not in response.text
+
+
+def test_405_names_the_allowed_methods(admin_server: LiveServer):
+    response = httpx.get(admin_server.v1 + "/chat/completions", headers=API)
+    assert response.status_code == 405 and response.headers["allow"] == "POST"
