@@ -25,7 +25,7 @@ from .. import __version__
 from ..auth import KeyStore
 from ..config import TabbyConfig
 from ..errors import ApiError
-from . import admin, openai, tabby
+from . import admin, apidoc, openai, tabby
 from .models import ModelManager
 
 logger = logging.getLogger(__name__)
@@ -64,6 +64,7 @@ def create_app(config: TabbyConfig) -> FastAPI:
     app.include_router(tabby.router)
     app.include_router(admin.router)
     _add_error_handlers(app)
+    apidoc.install(app)
     return app
 
 
