@@ -46,13 +46,15 @@ def server_process(root: Path, model: str, *flags: str) -> Iterator[ServerProces
     command = [sys.executable, "-m", "tabby_fixed", "serve", "--model-dir", str(root / "models"),
                "--model-name", model, "--host", "127.0.0.1", "--port", str(port), *flags]
     env = {**os.environ, "TABBY_LOG_LEVEL": "warning", "PYTHONPATH": str(Path(__file__).parents[2])}
-    process = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    log_path = root / f"server-{port}.log"  # a file, not a pipe nobody reads while the server runs
+    log = log_path.open("wb")
+    process = subprocess.Popen(command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
         while True:
             if process.poll() is not None:
-                raise RuntimeError(f"the server exited: {process.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
+                raise RuntimeError(f"the server exited: {log_path.read_text(errors='replace')[-2000:]}")
             with contextlib.suppress(httpx.HTTPError):
                 if httpx.get(url + "/health", timeout=1).status_code == 200:
                     break
@@ -67,4 +69,4 @@ def server_process(root: Path, model: str, *flags: str) -> Iterator[ServerProces
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        process.stderr.close()  # type: ignore[union-attr]
+        log.close()

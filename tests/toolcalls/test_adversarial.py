@@ -25,7 +25,7 @@ NOISE_SECONDS = 0.003  # timer and scheduling noise allowed on top
 
 def assert_linear(shape: Shape, tool_format: str) -> None:
     for parse in (parse_whole, parse_streamed):
-        small = cpu_seconds(parse, shape.text(tool_format, SMALL), tool_format, rounds=2)
+        small = cpu_seconds(parse, shape.text(tool_format, SMALL), tool_format, rounds=3)
         large = cpu_seconds(parse, shape.text(tool_format, LARGE), tool_format, rounds=2)
         assert large < GROWTH_BOUND * small + NOISE_SECONDS, (
             f"{shape.name} ({tool_format}, {parse.__name__}): {SMALL} chars {small * 1e3:.2f} ms, "
