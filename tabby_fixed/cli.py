@@ -9,6 +9,7 @@ import sys
 
 from .config import ConfigError, add_config_arguments, load_config
 from .probe import add_probe_arguments, run_probe
+from .startup import prepare_process
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"tabby-fixed: {error}", file=sys.stderr)
         return 2
+    prepare_process(config)  # before torch is imported
     import uvicorn
 
     from .server.app import create_app

@@ -113,14 +113,41 @@ def chunk_size(settings: ModelConfig) -> int:
     return max(PAGE, -(-settings.chunk_size // PAGE) * PAGE)
 
 
+def output_chunk(settings: ModelConfig) -> int | None:
+    """A job's ``max_rq_tokens``: with output chunking its cache pages are taken a chunk at a time,
+    so one long reply cannot starve the others; without it, all at once (upstream's switch)."""
+    return chunk_size(settings) if settings.output_chunking else None
+
+
+def nccl_available() -> bool:
+    """Whether tensor parallelism can use NCCL here: CUDA and a torch built with NCCL, not Windows."""
+    import platform
+
+    import torch
+
+    return platform.system() != "Windows" and torch.cuda.is_available() and torch.distributed.is_nccl_available()
+
+
+def tensor_parallel_backend(settings: ModelConfig) -> str:
+    """The configured backend, or native when NCCL is asked for but missing (upstream's fallback)."""
+    if settings.tensor_parallel_backend == "nccl" and not nccl_available():
+        logger.warning("tensor_parallel_backend is nccl, but NCCL is not available here; using native")
+        return "native"
+    return settings.tensor_parallel_backend
+
+
 def load_kwargs(settings: ModelConfig, max_batch_size: int, callback: Callable[[int, int], None] | None) -> dict:
     """``Model.load`` arguments. One GPU also loads through the split path, because only that
-    path reports progress to the callback."""
+    path reports progress to the callback.
+
+    As upstream: a non-empty ``gpu_split`` is used whatever ``gpu_split_auto`` says, with or
+    without tensor parallelism; otherwise tensor parallelism splits on its own, and a layer split
+    keeps ``autosplit_reserve`` free on each GPU."""
     kwargs: dict[str, Any] = {"max_chunk_size": chunk_size(settings), "max_batch_size": max_batch_size,
                               "callback": callback, "progressbar": True}
     if settings.tensor_parallel:
-        kwargs.update(tensor_p=True, tp_backend=settings.tensor_parallel_backend)
-    if settings.gpu_split and not settings.gpu_split_auto:
+        kwargs.update(tensor_p=True, tp_backend=tensor_parallel_backend(settings))
+    if settings.gpu_split:
         kwargs["use_per_device"] = list(settings.gpu_split)
     elif not settings.tensor_parallel:
         kwargs["reserve_per_device"] = [mb / 1024 for mb in settings.autosplit_reserve]
@@ -239,7 +266,7 @@ def output_filters(constraint: Constraint | None, tokenizer: Any) -> list[Any]:
     return [LLGuidanceFilter(tokenizer, eos_after_completed=True, **source)]
 
 
-def job_kwargs(values: Mapping[str, Any], budget: int, stops: list[str | int], max_rq_tokens: int,
+def job_kwargs(values: Mapping[str, Any], budget: int, stops: list[str | int], max_rq_tokens: int | None,
                top_logprobs: int | None = None) -> dict[str, Any]:
     """``Job`` arguments besides the prompt, sampler and filters. Loop detection ends the job when
     the last ``loop_detect_window`` tokens are two or more repeats of one sequence; the library needs
@@ -375,7 +402,7 @@ class ExLlamaV3Engine:
         self._eos_ids = list(dict.fromkeys(config.eos_token_id_list))
         self._bos = (self._tokenizer.bos_token_id, wants_bos(folder))
         self._pieces = self._tokenizer.get_id_to_piece_list(True)
-        self._max_rq_tokens = chunk_size(settings)
+        self._max_rq_tokens = output_chunk(settings)
         generator = generator_kwargs(settings, draft, memory, parts.slots, parts.num_draft)
         self._worker = GeneratorWorker(lambda: x.Generator(
             model=parts.model, cache=parts.cache, tokenizer=self._tokenizer, draft_model=parts.draft_model,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import httpx
 import pytest
 
@@ -12,8 +14,10 @@ USER = [{"role": "user", "content": "RAW:hello"}]
 
 def error_of(response: httpx.Response, status: int) -> dict:
     assert response.status_code == status, response.text
-    error = response.json()["error"]
+    body = response.json()
+    error = body["error"]
     assert set(error) == {"message", "type", "param", "code"} and error["message"]
+    assert body["detail"] == error["message"]  # upstream's key, for clients written against TabbyAPI
     return error
 
 
@@ -124,3 +128,26 @@ def test_engine_failure_without_streaming_is_a_500_with_a_message(http: httpx.Cl
                      500)
     assert "injected fault" in error["message"]
     assert http.post("/v1/chat/completions", json={"messages": USER}).status_code == 200
+
+
+def test_send_tracebacks_puts_the_trace_in_the_error(workspace):
+    crash = {"messages": [{"role": "user", "content": "CRASH:x"}]}
+    for server in serve(workspace, "tester", "--send-tracebacks", "true"):
+        with httpx.Client(base_url=server.url, headers={"authorization": f"Bearer {API_KEY}"}) as http:
+            response = http.post("/v1/chat/completions", json=crash)
+    assert response.status_code == 500
+    error = response.json()["error"]
+    assert error["trace"].startswith("Traceback") and "injected fault" in error["trace"]
+    assert response.json()["detail"] == error["message"]
+
+
+def test_log_requests_logs_method_url_and_body_but_no_key(workspace, caplog: pytest.LogCaptureFixture):
+    with caplog.at_level(logging.INFO, logger="tabby_fixed.server.request_log"):
+        for server in serve(workspace, "tester", "--log-requests", "true"):
+            with httpx.Client(base_url=server.url, headers={"authorization": f"Bearer {API_KEY}"}) as http:
+                assert http.post("/v1/chat/completions", json={"messages": USER}).status_code == 200
+                assert http.get("/v1/models", params={"x": "1"}).status_code == 200
+    text = "\n".join(record.getMessage() for record in caplog.records)
+    assert "POST /v1/chat/completions" in text and "RAW:hello" in text
+    assert "GET /v1/models?x=1" in text
+    assert API_KEY not in text and "[redacted]" in text
