@@ -38,6 +38,8 @@ class ChatModel:
     template_vars_force: dict[str, Any] | None = None
     bos_token: str | None = None
     eos_token: str | None = None
+    pad_token: str | None = None
+    unk_token: str | None = None
 
 
 def template_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
@@ -53,7 +55,45 @@ def template_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
             if getattr(message, key) is not None:
                 item[key] = getattr(message, key)
         rendered.append(item)
-    return rendered
+    return in_call_order(rendered)
+
+
+def in_call_order(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each run of tool results after an assistant's calls, sorted into the order of the calls
+    (by ``tool_call_id``), as upstream does: clients return parallel results in any order, and
+    some templates (DeepSeek-V4) pair them with the calls by position. Results whose id matches no
+    call keep their order, after the others."""
+    ordered = list(messages)
+    for index, message in enumerate(ordered):
+        if message["role"] != "assistant" or not message.get("tool_calls"):
+            continue
+        order = {call.get("id"): place for place, call in enumerate(message["tool_calls"]) if call.get("id")}
+        end = index + 1
+        while end < len(ordered) and ordered[end]["role"] == "tool":
+            end += 1
+        ordered[index + 1:end] = sorted(ordered[index + 1:end],
+                                        key=lambda result: order.get(result.get("tool_call_id"), len(order)))
+    return ordered
+
+
+def template_variables(model: ChatModel, chat: ChatCompletionRequest) -> dict[str, Any]:
+    """The variables a template sees besides messages and tools, lowest priority first: the model's
+    defaults, the request's ``reasoning`` object, its flat fields, its ``template_vars``, the
+    model's forced values; then the tokenizer's special tokens and ``functions`` (upstream's order)."""
+    variables: dict[str, Any] = dict(model.template_vars_default or {})
+    if chat.reasoning is not None:
+        if chat.reasoning.enabled is not None:
+            variables["enable_thinking"] = chat.reasoning.enabled
+        if chat.reasoning.effort is not None:
+            variables["reasoning_effort"] = chat.reasoning.effort
+    for name in ("reasoning_effort", "enable_thinking", "verbosity"):
+        if getattr(chat, name) is not None:
+            variables[name] = getattr(chat, name)
+    variables.update(chat.template_vars)
+    variables.update(model.template_vars_force or {})
+    variables.update(bos_token=model.bos_token or "", eos_token=model.eos_token or "",
+                     pad_token=model.pad_token or "", unk_token=model.unk_token or "", functions=chat.functions)
+    return variables
 
 
 def _undecodable_arguments(messages: list[ChatMessage]) -> list[str]:
@@ -72,14 +112,7 @@ def build_prompt(model: ChatModel, chat: ChatCompletionRequest) -> str:
     if not model.chat_template:
         raise ApiError(422, "Chat completions are disabled because the model has no chat template; use "
                             "/v1/completions or give the model a chat_template.jinja.", code="no_chat_template")
-    variables: dict[str, Any] = dict(model.template_vars_default or {})
-    if chat.reasoning_effort is not None:
-        variables["reasoning_effort"] = chat.reasoning_effort
-    if chat.enable_thinking is not None:
-        variables["enable_thinking"] = chat.enable_thinking
-    variables.update(chat.template_vars)
-    variables.update(model.template_vars_force or {})
-    variables.update(bos_token=model.bos_token or "", eos_token=model.eos_token or "")
+    variables = template_variables(model, chat)
     tools = [tool.model_dump(exclude_none=True) for tool in chat.tools] if chat.tools else None
     try:
         prompt = render_chat(model.chat_template, template_messages(chat.messages), tools=tools,

@@ -95,6 +95,8 @@ class ModelInfo:
     reasoning: bool
     bos_token: str | None = None
     eos_token: str | None = None
+    pad_token: str | None = None
+    unk_token: str | None = None
     max_batch_size: int = 1
     cache_size: int | None = None
     cache_mode: str = "FP16"

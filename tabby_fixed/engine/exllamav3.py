@@ -417,7 +417,9 @@ class ExLlamaV3Engine:
         self.info = ModelInfo(
             name=folder.name, max_seq_len=self._max_seq_len, chat_template=template[1] if template else None,
             chat_template_name=template[0] if template else None, tool_format=None, reasoning=False,
-            bos_token=self._tokenizer.bos_token, eos_token=self._tokenizer.eos_token, max_batch_size=parts.slots,
+            bos_token=self._tokenizer.bos_token, eos_token=self._tokenizer.eos_token,
+            pad_token=self._tokenizer.pad_token or None, unk_token=self._tokenizer.unk_token or None,
+            max_batch_size=parts.slots,
             cache_size=parts.cache_size, cache_mode=settings.cache_mode)
         logger.info("%s: context %d, cache %d tokens (%s), %d slots, drafting: %s%s", folder.name, self._max_seq_len,
                     parts.cache_size, settings.cache_mode, parts.slots, parts.mode,

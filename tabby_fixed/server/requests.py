@@ -88,6 +88,14 @@ class GenerationFields(SamplerFields):
     response_format: ResponseFormat | None = None
 
 
+class ReasoningRequest(RequestBody):
+    """OpenRouter's and the Responses API's ``reasoning`` object, as upstream reads it."""
+
+    effort: str | None = None
+    enabled: bool | None = None
+    max_tokens: int | None = None
+
+
 class ChatCompletionRequest(GenerationFields):
     messages: list[ChatMessage] = Field(min_length=1)
     tools: list[ToolSpec] | None = None
@@ -100,6 +108,9 @@ class ChatCompletionRequest(GenerationFields):
                                           validation_alias=AliasChoices("template_vars", "chat_template_kwargs"))
     reasoning_effort: str | None = None
     enable_thinking: bool | None = None
+    reasoning: ReasoningRequest | None = None
+    verbosity: str | None = None
+    functions: list[dict[str, Any]] | None = None  # OpenAI's deprecated tools list, passed to the template
 
     @field_validator("continue_final_message")
     @classmethod
