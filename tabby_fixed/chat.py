@@ -14,6 +14,7 @@ from typing import Any
 from .errors import ApiError
 from .output import OutputParser, ReasoningSettings
 from .reasoning import starts_in_reasoning
+from .reasoning_budget import ReasoningBudget, chosen_budget
 from .server.requests import ChatCompletionRequest, ChatMessage
 from .templating import ChatTemplateError, render_chat
 from .toolcalls import ToolCallParser
@@ -40,6 +41,8 @@ class ChatModel:
     eos_token: str | None = None
     pad_token: str | None = None
     unk_token: str | None = None
+    reasoning_budget_tokens: int | None = None
+    reasoning_budget_message: str | None = None
 
 
 def template_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
@@ -149,10 +152,39 @@ def output_parser(model: ChatModel, chat: ChatCompletionRequest, prompt: str) ->
     """
     parses_tools = bool(chat.tools) and chat.tool_choice != "none" and model.tool_format is not None
     tool_parser = ToolCallParser(model.tool_format, [t.model_dump() for t in chat.tools]) if parses_tools else None
+    return OutputParser(tool_parser=tool_parser, reasoning=reasoning_settings(model, prompt),
+                        first_call_only=not chat.parallel_tool_calls)
+
+
+def reasoning_settings(model: ChatModel, prompt: str) -> ReasoningSettings | None:
+    """How this prompt's output is split into reasoning and content; None when it is not."""
     opened = starts_in_reasoning(prompt, model.reasoning_start, model.reasoning_end)
-    reasoning = None
-    if model.reasoning or (opened and model.start_in_reasoning != "never"):
-        start = {"always": True, "never": False}.get(model.start_in_reasoning, opened)
-        reasoning = ReasoningSettings(start, model.reasoning_start, model.reasoning_end,
-                                      model.tool_calls_in_reasoning)
-    return OutputParser(tool_parser=tool_parser, reasoning=reasoning, first_call_only=not chat.parallel_tool_calls)
+    if not (model.reasoning or (opened and model.start_in_reasoning != "never")):
+        return None
+    start = {"always": True, "never": False}.get(model.start_in_reasoning, opened)
+    return ReasoningSettings(start, model.reasoning_start, model.reasoning_end, model.tool_calls_in_reasoning)
+
+
+def reasoning_budget(model: ChatModel, chat: ChatCompletionRequest, prompt: str) -> ReasoningBudget | None:
+    """The request's reasoning budget (``reasoning_budget.py`` says where it comes from), or None.
+
+    Like upstream, a budget is dropped with a warning when the output has no reasoning to end, or
+    when the output is constrained (forcing text would switch the constraint off).
+    """
+    tokens = chosen_budget(chat.reasoning_budget_tokens, chat.reasoning.max_tokens if chat.reasoning else None,
+                           model.reasoning_budget_tokens)
+    if tokens is None:
+        return None
+    settings = reasoning_settings(model, prompt)
+    if settings is None:
+        logger.warning("a reasoning budget of %d tokens was asked for, but %s has no reasoning set up "
+                       "(model.reasoning); it is ignored", tokens, model.name)
+        return None
+    if (chat.response_format is not None and chat.response_format.type != "text") \
+            or chat.json_schema or chat.regex_pattern or chat.grammar_string:
+        logger.warning("the reasoning budget is ignored because the request constrains its output")
+        return None
+    message = chat.reasoning_budget_message if chat.reasoning_budget_message is not None \
+        else model.reasoning_budget_message
+    return ReasoningBudget(tokens, (message or "") + settings.end_tag, settings.start_tag, settings.end_tag,
+                           settings.start_in_reasoning)

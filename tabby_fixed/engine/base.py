@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from ..errors import ApiError
+from ..reasoning_budget import ReasoningBudget
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class GenerationParams:
     sampler: Mapping[str, Any] = field(default_factory=dict)  # every sampler field's effective value
     constraint: Constraint | None = None
     top_logprobs: int | None = None  # None: no logprobs; else log-probabilities with this many alternatives
+    reasoning_budget: ReasoningBudget | None = None  # None: reasoning is not capped
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from typing import Any
 
 from ..config import DraftModelConfig, MemoryConfig, ModelConfig
 from ..errors import ApiError
+from ..reasoning_budget import BudgetWatch, ReasoningBudget
 from ..templating import find_chat_template
 from .base import (
     Constraint,
@@ -463,7 +464,30 @@ class ExLlamaV3Engine:
                        filters=filters,
                        **job_kwargs(values, budget, stops, self._max_rq_tokens, request.params.top_logprobs))
 
-        return self._results(build_job, prompt_tokens)
+        reasoning = request.params.reasoning_budget
+        return self._results(build_job, prompt_tokens,
+                             self._budget_watch(reasoning) if reasoning is not None else None)
+
+    def _budget_watch(self, budget: ReasoningBudget) -> Callable[[Any, dict[str, Any] | None], None]:
+        """Runs on the generator thread after each result: once the job's reasoning reaches the
+        budget, the message and end tag are forced as its next tokens (``Job.constrain_output_now``),
+        and the model goes on from there."""
+        watch = BudgetWatch(budget)
+
+        def check(job: Any, result: dict[str, Any] | None) -> None:
+            if result is None:
+                due = watch.due_at_start()
+            else:
+                ids = result.get("token_ids")
+                due = watch.feed(result.get("text") or "", int(ids.shape[-1]) if ids is not None else 0)
+            if due:
+                forced = self._tokenizer.encode(budget.injection, encode_special_tokens=True, add_bos=False)
+                if forced.shape[-1] and int(forced[0, 0]) == self._tokenizer.bos_token_id:
+                    forced = forced[:, 1:]  # tokenizers that prepend BOS whatever add_bos says
+                if forced.shape[-1]:
+                    job.constrain_output_now(forced)
+
+        return check
 
     def _filters(self, constraint: Constraint) -> list[Any]:
         """The request's output filter, built before anything is queued: a schema, regex or grammar
@@ -476,9 +500,11 @@ class ExLlamaV3Engine:
             raise ApiError(400, f"{field} cannot be used to constrain the output: {error}",
                            param=field) from error
 
-    async def _results(self, build_job: Callable[[], Any], prompt_tokens: int) -> AsyncIterator[Step | Finish]:
+    async def _results(self, build_job: Callable[[], Any], prompt_tokens: int,
+                       watch: Callable[[Any, dict[str, Any] | None], None] | None = None,
+                       ) -> AsyncIterator[Step | Finish]:
         """The job's steps; it is queued on the first iteration, so a job nobody reads never runs."""
-        handle = self._worker.submit(build_job)
+        handle = self._worker.submit(build_job, watch)
         try:
             while (result := await handle.results.get()) is not None:
                 if isinstance(result, BaseException):

@@ -9,6 +9,7 @@ chunk with an empty delta, and the usage chunk (``choices: []``) last.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -20,7 +21,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from ..auth import ApiPermission
-from ..chat import build_prompt, last_user_text, output_parser
+from ..chat import build_prompt, last_user_text, output_parser, reasoning_budget
 from ..engine.base import Finish, GenerationParams, GenerationRequest, Step, TokenLogprob
 from ..errors import ApiError
 from ..output import ChatOutput, OutputEvent, OutputParser
@@ -164,6 +165,7 @@ async def chat_completions(request: Request, permission: ApiPermission) -> Respo
     if request.app.state.config.logging.log_prompt:
         logger.info("prompt:\n%s", prompt)
     params, sources = _generation(request.app, model, chat)
+    params = dataclasses.replace(params, reasoning_budget=reasoning_budget(model.chat, chat, prompt))
     choices = await _Choices.start(model, [prompt] * chat.n, params, [last_user_text(chat)] * chat.n)
     parsers = [output_parser(model.chat, chat, prompt) for _ in range(chat.n)]
     reply = _Reply("chatcmpl", model.name)

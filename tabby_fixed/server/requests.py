@@ -111,6 +111,9 @@ class ChatCompletionRequest(GenerationFields):
     reasoning: ReasoningRequest | None = None
     verbosity: str | None = None
     functions: list[dict[str, Any]] | None = None  # OpenAI's deprecated tools list, passed to the template
+    reasoning_budget_tokens: int | None = Field(None, validation_alias=AliasChoices(
+        "reasoning_budget_tokens", "reasoning_budget", "thinking_budget", "thinking_token_budget"))
+    reasoning_budget_message: str | None = None
 
     @field_validator("continue_final_message")
     @classmethod
