@@ -40,8 +40,6 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
     Unsupported("draft_model", "draft_rope_alpha", lambda v: v is not None, ROPE),
     Unsupported("model", "harmony", bool, "the Harmony format is not parsed by this build"),
     Unsupported("model", "muse_glimmer", bool, "the Muse Glimmer format is not parsed by this build"),
-    Unsupported("logging", "log_chat_completion_requests", bool,
-                "request files under logs/debug/ are not written; use log_requests and log_prompt"),
     Unsupported("lora", "lora_dir", lambda v: v != "loras", "there are no LoRA routes, as ExLlamaV3 has no LoRAs"),
     Unsupported("lora", "loras", bool, "ExLlamaV3 cannot load LoRAs (upstream's ExLlamaV3 backend refuses them too)"),
     Unsupported("embeddings", "embedding_model_name", lambda v: v is not None, "embeddings: " + LATER_ROUTES),

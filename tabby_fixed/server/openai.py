@@ -29,6 +29,7 @@ from ..reasoning import ReasoningDelta
 from ..sampling import resolve
 from ..sampling.constraints import constraint_for
 from ..toolcalls import ContentDelta, ToolCallArgs, ToolCallBegin
+from .debug_log import write_chat_log
 from .models import LoadedModel
 from .requests import ChatCompletionRequest, CompletionRequest, GenerationFields, parse_body
 from .sse import DONE, frame, ping, run_jobs, sse_response
@@ -159,9 +160,12 @@ async def _guarded(body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
 
 @router.post("/chat/completions")
 async def chat_completions(request: Request, permission: ApiPermission) -> Response:
-    chat: ChatCompletionRequest = parse_body(await read_body(request), ChatCompletionRequest)
+    body = await read_body(request)
+    chat: ChatCompletionRequest = parse_body(body, ChatCompletionRequest)
     model = await serving(request.app, chat.model, permission)
     prompt = build_prompt(model.chat, chat)
+    if request.app.state.config.logging.log_chat_completion_requests:
+        await write_chat_log(request, body, prompt)
     if request.app.state.config.logging.log_prompt:
         logger.info("prompt:\n%s", prompt)
     params, sources = _generation(request.app, model, chat)

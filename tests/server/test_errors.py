@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 import httpx
@@ -151,3 +152,20 @@ def test_log_requests_logs_method_url_and_body_but_no_key(workspace, caplog: pyt
     assert "POST /v1/chat/completions" in text and "RAW:hello" in text
     assert "GET /v1/models?x=1" in text
     assert API_KEY not in text and "[redacted]" in text
+
+
+def test_log_chat_completion_requests_writes_the_request_and_its_prompt(tmp_path):
+    from tests.server.conftest import make_models
+
+    make_models(tmp_path)
+    body = {"messages": USER, "max_tokens": 20, "metadata": {"api_key": "secret-in-body"}}
+    for server in serve(tmp_path, "tester", "--log-chat-completion-requests", "true"):
+        with httpx.Client(base_url=server.url, headers={"authorization": f"Bearer {API_KEY}"}) as http:
+            assert http.post("/v1/chat/completions", json=body).status_code == 200
+    [record] = (tmp_path / "logs" / "debug").glob("*.json")
+    logged = json.loads(record.read_text())["request"]
+    assert logged["path"] == "/v1/chat/completions" and logged["body"]["messages"] == USER
+    assert logged["headers"]["authorization"] == "[redacted]" and logged["body"]["metadata"]["api_key"] == "[redacted]"
+    assert API_KEY not in record.read_text() and "secret-in-body" not in record.read_text()
+    prompt = record.with_suffix(".txt").read_text()
+    assert prompt.endswith("<|im_start|>user\nRAW:hello<|im_end|>\n<|im_start|>assistant\n")
