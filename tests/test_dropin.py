@@ -94,3 +94,18 @@ def test_our_sample_names_every_upstream_key_in_upstream_order() -> None:
     for section, block in UPSTREAM.items():
         keys = [key for key in ours[section] if key in block]
         assert keys == list(block), section
+
+
+def test_the_readme_table_marks_every_upstream_key_and_counts_them() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Swapping from TabbyAPI"):]
+    section = section[:section.index("\n## ", 1)]
+    marks = dict(re.findall(r"^\| `([a-z_]+\.[a-z_]+)` \| (same|better|not supported) \|", section, re.M))
+    assert set(marks) == {f"{s}.{k}" for s, k in UPSTREAM_KEYS} | {"model.force_enable_thinking"}
+    counted = {mark: list(marks.values()).count(mark) for mark in ("same", "better", "not supported")}
+    assert f"**Config keys** (72: {counted['same']} same, {counted['better']} better, " \
+           f"{counted['not supported']} not supported)" in section
+    unsupported = {f"{entry.section}.{entry.key}" for entry in UNSUPPORTED}
+    assert {key for key, mark in marks.items() if mark == "not supported"} - unsupported <= {
+        "embeddings.embedding_model_dir", "embeddings.embeddings_device", "developer.seqlog_server_url",
+        "developer.seqlog_api_key"}  # the inert keys, read only with a key that is warned
