@@ -150,10 +150,15 @@ def output_parser(model: ChatModel, chat: ChatCompletionRequest, prompt: str) ->
     starts with reasoning, and leaving it in the content would hand the client the thoughts and a
     stray ``</think>``.
     """
-    parses_tools = bool(chat.tools) and chat.tool_choice != "none" and model.tool_format is not None
-    tool_parser = ToolCallParser(model.tool_format, [t.model_dump() for t in chat.tools]) if parses_tools else None
-    return OutputParser(tool_parser=tool_parser, reasoning=reasoning_settings(model, prompt),
+    return OutputParser(tool_parser=tool_parser(model, chat), reasoning=reasoning_settings(model, prompt),
                         first_call_only=not chat.parallel_tool_calls)
+
+
+def tool_parser(model: ChatModel, chat: ChatCompletionRequest) -> ToolCallParser | None:
+    """The request's tool-call parser, when it can get calls: it has tools, and calls are not off."""
+    if not chat.tools or chat.tool_choice == "none" or model.tool_format is None:
+        return None
+    return ToolCallParser(model.tool_format, [t.model_dump() for t in chat.tools])
 
 
 def reasoning_settings(model: ChatModel, prompt: str) -> ReasoningSettings | None:
@@ -186,5 +191,6 @@ def reasoning_budget(model: ChatModel, chat: ChatCompletionRequest, prompt: str)
         return None
     message = chat.reasoning_budget_message if chat.reasoning_budget_message is not None \
         else model.reasoning_budget_message
+    calls = tool_parser(model, chat) if settings.calls_end_reasoning else None
     return ReasoningBudget(tokens, (message or "") + settings.end_tag, settings.start_tag, settings.end_tag,
-                           settings.start_in_reasoning)
+                           settings.start_in_reasoning, exit_tags=(calls.call_start,) if calls else ())

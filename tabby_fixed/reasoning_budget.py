@@ -23,6 +23,9 @@ class ReasoningBudget:
     start_tag: str
     end_tag: str
     starts_inside: bool  # the prompt leaves the model inside an opened reasoning block
+    #: Tags that also end reasoning (a tool call's opening tag, which the output parser treats so):
+    #: nothing is forced into a call.
+    exit_tags: tuple[str, ...] = ()
 
 
 def chosen_budget(*levels: int | None) -> int | None:
@@ -35,7 +38,8 @@ class BudgetWatch:
 
     Reasoning is tracked by its tags, including tags split across pieces. Tokens count while the
     output is inside reasoning; the piece that opens reasoning does not count, the one that closes
-    it does not either.
+    it does not either. The budget is not called spent while the text ends in what may become a
+    closing tag.
     """
 
     def __init__(self, budget: ReasoningBudget) -> None:
@@ -55,14 +59,18 @@ class BudgetWatch:
             return False
         was_inside = self.inside
         seen = self._tail + text
-        opened, closed = seen.rfind(self.budget.start_tag), seen.rfind(self.budget.end_tag)
+        closing = (self.budget.end_tag, *self.budget.exit_tags)
+        opened, closed = seen.rfind(self.budget.start_tag), max(seen.rfind(tag) for tag in closing)
         if opened >= 0 or closed >= 0:
             self.inside = opened > closed
-        keep = max(len(self.budget.start_tag), len(self.budget.end_tag)) - 1
+        keep = max(len(tag) for tag in (self.budget.start_tag, *closing)) - 1
         self._tail = seen[-keep:] if keep else ""
         if was_inside and self.inside:
             self.spent += tokens
-        if self.inside and self.spent >= self.budget.tokens:
+        # Not while the text may be opening a closing tag: the model may be ending on its own,
+        # or starting a call, and forced text would land inside the tag.
+        closing_soon = any(seen.endswith(tag[:size]) for tag in closing for size in range(1, len(tag)))
+        if self.inside and self.spent >= self.budget.tokens and not closing_soon:
             return self._fire()
         return False
 

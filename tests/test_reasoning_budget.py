@@ -34,6 +34,17 @@ def test_the_watch_counts_only_reasoning_tokens_and_fires_once() -> None:
     assert not BudgetWatch(ReasoningBudget(0, "</think>", "<think>", "</think>", False)).due_at_start()
 
 
+def test_a_tool_call_opened_in_reasoning_ends_it_for_the_watch() -> None:
+    calls = ReasoningBudget(2, "</think>", "<think>", "</think>", starts_inside=True, exit_tags=("<tool_call>",))
+    watch = BudgetWatch(calls)
+    assert not any(watch.feed(piece, 1) for piece in ["a", "<tool_", "call>", "{", "}", "x", "y"])
+    plain = BudgetWatch(ReasoningBudget(2, "</think>", "<think>", "</think>", starts_inside=True))
+    assert [plain.feed(piece, 1) for piece in ["a", "<tool_", "call>"]] == [False, True, False]
+    ending = BudgetWatch(ReasoningBudget(2, "</think>", "<think>", "</think>", starts_inside=True))
+    assert [ending.feed(piece, 1) for piece in ["a", "</th"]] == [False, False]  # maybe ending by itself
+    assert not ending.feed("ink>", 1) and not ending.inside
+
+
 @given(st.lists(st.sampled_from(["<think>", "</think>", "a", "<", "/", "think", ">", "\n"]), max_size=30),
        st.data())
 def test_tags_split_anywhere_are_still_seen(parts: list[str], data: st.DataObject) -> None:
