@@ -13,6 +13,7 @@ import dataclasses
 import json
 import logging
 import time
+import traceback
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -144,8 +145,9 @@ def _streams(request: Request, fields: GenerationFields) -> tuple[bool, float] |
     return bool(fields.stream_options and fields.stream_options.include_usage), config.network.sse_ping_interval
 
 
-async def _guarded(body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """Once the stream has started, an error can only be reported in it: one error event, then the end."""
+async def _guarded(body: AsyncIterator[bytes], send_traceback: bool = False) -> AsyncIterator[bytes]:
+    """Once the stream has started, an error can only be reported in it: one error event, then the end
+    (with the traceback under ``network.send_tracebacks``)."""
     try:
         async for piece in body:
             yield piece
@@ -153,7 +155,8 @@ async def _guarded(body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         yield frame(error.body())
     except Exception as error:
         logger.exception("generation failed mid-stream")
-        yield frame(ApiError(500, f"Generation failed: {type(error).__name__}: {error}", type="server_error").body())
+        yield frame(ApiError(500, f"Generation failed: {type(error).__name__}: {error}", type="server_error",
+                             trace=traceback.format_exc() if send_traceback else None).body())
 
 
 # -- chat ---------------------------------------------------------------------------------------
@@ -175,7 +178,8 @@ async def chat_completions(request: Request, permission: ApiPermission) -> Respo
     reply = _Reply("chatcmpl", model.name)
     headers = {"x-sampler-source": sources}
     if (streaming := _streams(request, chat)) is not None:
-        return sse_response(_guarded(_stream_chat(reply, choices, parsers, *streaming)), headers)
+        return sse_response(_guarded(_stream_chat(reply, choices, parsers, *streaming),
+                                     request.app.state.config.network.send_tracebacks), headers)
     texts, logprobs = await choices.collect()
     outputs = [_parse_whole(parser, text) for parser, text in zip(parsers, texts, strict=True)]
     wanted = params.top_logprobs is not None
@@ -286,7 +290,8 @@ async def completions(request: Request, permission: ApiPermission) -> Response:
     reply = _Reply("cmpl", model.name)
     headers = {"x-sampler-source": sources}
     if (streaming := _streams(request, completion)) is not None:
-        return sse_response(_guarded(_stream_text(reply, choices, *streaming)), headers)
+        return sse_response(_guarded(_stream_text(reply, choices, *streaming),
+                                     request.app.state.config.network.send_tracebacks), headers)
     texts, logprobs = await choices.collect()
     finishes = choices.done()
     wanted = params.top_logprobs is not None

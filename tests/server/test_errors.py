@@ -136,10 +136,13 @@ def test_send_tracebacks_puts_the_trace_in_the_error(workspace):
     for server in serve(workspace, "tester", "--send-tracebacks", "true"):
         with httpx.Client(base_url=server.url, headers={"authorization": f"Bearer {API_KEY}"}) as http:
             response = http.post("/v1/chat/completions", json=crash)
+            streamed = http.post("/v1/chat/completions", json={**crash, "stream": True}).text
     assert response.status_code == 500
     error = response.json()["error"]
     assert error["trace"].startswith("Traceback") and "injected fault" in error["trace"]
     assert response.json()["detail"] == error["message"]
+    [event] = [json.loads(line[6:]) for line in streamed.splitlines() if line.startswith('data: {"error"')]
+    assert "injected fault" in event["error"]["trace"] and event["detail"] == event["error"]["message"]
 
 
 def test_log_requests_logs_method_url_and_body_but_no_key(workspace, caplog: pytest.LogCaptureFixture):
