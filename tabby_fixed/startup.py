@@ -49,7 +49,7 @@ def raise_priority(config: TabbyConfig) -> None:
     for niceness in (-20, -10, -5):
         try:
             os.setpriority(os.PRIO_PROCESS, 0, niceness)
-        except (PermissionError, OSError):
+        except OSError:  # PermissionError without CAP_SYS_NICE
             continue
         log.info("developer.realtime_process_priority: niceness set to %d", niceness)
         return
