@@ -114,3 +114,14 @@ def test_tool_results_are_put_in_the_order_of_the_calls() -> None:
     source = "{% for m in messages if m.role == 'tool' %}{{ m.content }}{% endfor %}"
     request = chat(messages=messages)
     assert build_prompt(ChatModel(**{**MODEL.__dict__, "chat_template": source}), request) == "123straylater"
+
+
+def test_every_shipped_template_is_package_data() -> None:
+    """A non-editable install (the Docker image) only carries the .jinja files pyproject names."""
+    import tomllib
+
+    package = BUILTIN_TEMPLATES.parent
+    globs = tomllib.loads((package.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    shipped = {path.relative_to(package) for path in package.rglob("*.jinja")}
+    assert {BUILTIN_TEMPLATES.relative_to(package) / "chatml.jinja"} <= shipped
+    assert all(any(path.match(glob) for glob in globs["tabby_fixed"]) for path in shipped), shipped
