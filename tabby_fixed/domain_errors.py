@@ -40,5 +40,9 @@ class ArgumentsNotJson(DomainError):
     """A tool call in the history has arguments that are not JSON, and the template needs an object."""
 
 
+class ReservedTemplateVariable(DomainError):
+    """A template variable the request may not set, because the request's own fields give it."""
+
+
 class ConstraintRejected(DomainError):
     """An output constraint (schema, regex, grammar) the constrained decoder cannot use."""

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from ..domain_errors import ContextTooLong
+from ..reasoning_budget import ReasoningBudget
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class GenerationParams:
     sampler: Mapping[str, Any] = field(default_factory=dict)  # every sampler field's effective value
     constraint: Constraint | None = None
     top_logprobs: int | None = None  # None: no logprobs; else log-probabilities with this many alternatives
+    reasoning_budget: ReasoningBudget | None = None  # None: reasoning is not capped
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,7 @@ class TokenLogprob:
 @dataclass(frozen=True)
 class Step:
     text: str
+    token_count: int = 1
     logprobs: tuple[TokenLogprob, ...] = ()  # one per token, when the request asked for them
 
 
@@ -98,6 +101,8 @@ class ModelInfo:
     reasoning: bool
     bos_token: str | None = None
     eos_token: str | None = None
+    pad_token: str | None = None
+    unk_token: str | None = None
     max_batch_size: int = 1
     cache_size: int | None = None
     cache_mode: str = "FP16"

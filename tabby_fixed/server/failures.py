@@ -12,6 +12,7 @@ from ..domain_errors import (
     ContextTooLong,
     DomainError,
     NoChatTemplate,
+    ReservedTemplateVariable,
     TemplateFailed,
 )
 from ..errors import ApiError
@@ -22,6 +23,7 @@ _SHAPES: dict[type[DomainError], tuple[int, str | None]] = {
     NoChatTemplate: (422, "no_chat_template"),
     TemplateFailed: (400, "template_error"),
     ArgumentsNotJson: (400, None),
+    ReservedTemplateVariable: (400, None),
     ConstraintRejected: (400, None),
 }
 

@@ -3,8 +3,10 @@ and reading a request body within its size limit."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Annotated
+from collections.abc import Awaitable
+from typing import Annotated, TypeVar
 
 from fastapi import Depends, Request
 from starlette.applications import Starlette
@@ -15,9 +17,11 @@ from ..config import TabbyConfig
 from ..errors import ApiError, unauthorized, unavailable
 from ..sampling import Preset
 from .models import LoadedModel, ModelManager, model_folder
+from .requests import Body, parse_body
 from .response_store import ResponseStore
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class AppState(State):
@@ -76,9 +80,9 @@ async def serving(app: Starlette, requested: str | None, permission: str) -> Loa
     config, model = state.config, state.model
     if requested and config.model.inline_model_loading and requested not in config.model.dummy_model_names \
             and (model is None or requested != model.name):
-        folder = model_folder(config, requested, param="model")
-        if permission != "admin":
-            raise unauthorized(f"Loading '{folder.name}' on request needs the admin key.")
+        if permission != "admin":  # before looking: an API key learns nothing about which folders exist
+            raise unauthorized(f"Loading '{requested[:200]}' on request needs the admin key.")
+        model_folder(config, requested, param="model")
         await state.models.load(requested, request={})
         model = state.model
     if model is None:
@@ -102,6 +106,39 @@ async def read_body(request: Request) -> bytes:
     return b"".join(chunks)
 
 
+async def read_json(request: Request, model: type[Body]) -> Body:
+    """The body as the given model, within the size and nesting limits of ``network``."""
+    return parse_body(await read_body(request), model, current_state(request).config.network.max_json_depth)
+
+
 def _too_large(size: int, limit: int) -> ApiError:
     return ApiError(413, f"The request body is {size} bytes or more; this server accepts at most {limit} "
                          f"(network.max_request_bytes).", code="request_too_large")
+
+
+async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
+    """The work's result, for a response sent only once it is complete (a JSON body).
+
+    A streamed response is cancelled by Starlette when its client goes away; a plain one is not,
+    so its jobs would run to the end for nobody. Here the work is cancelled as soon as the
+    client disconnects (its jobs with it), and the request ends with a 499 nobody receives.
+    """
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait((task, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for pending in (task, gone):
+            if not pending.done():
+                pending.cancel()
+        await asyncio.gather(task, gone, return_exceptions=True)
+    if task.cancelled() and gone.done() and not gone.cancelled():
+        raise ApiError(499, "The client closed the connection before the answer was complete.",
+                       code="client_closed_request")
+    return task.result()
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client disconnects (the body has been read, so nothing else arrives)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass

@@ -9,11 +9,12 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from .. import __version__
+from ..chat import in_call_order
 from ..errors import ApiError
 from ..templating import ChatTemplateError, render_chat
 from .models import LoadedModel
-from .requests import DecodeRequest, EncodeRequest, parse_body
-from .state import ApiPermission, CurrentModel, read_body, serving
+from .requests import DecodeRequest, EncodeRequest
+from .state import ApiPermission, CurrentModel, read_json, serving
 
 router = APIRouter(tags=["tabby"])
 
@@ -86,14 +87,14 @@ async def props(request: Request, permission: ApiPermission) -> dict[str, Any]:
 
 @router.post("/v1/token/encode")
 async def encode(request: Request, permission: ApiPermission) -> dict[str, Any]:
-    body: EncodeRequest = parse_body(await read_body(request), EncodeRequest)
+    body: EncodeRequest = await read_json(request, EncodeRequest)
     model = await serving(request.app, None, permission)
     text = body.text
     if not isinstance(text, str):
         if not model.chat.chat_template:
             raise ApiError(422, "This model has no chat template to render messages with.", code="no_chat_template")
         try:
-            messages = [message.for_template() for message in text]
+            messages = in_call_order([message.for_template() for message in text])
             text = render_chat(model.chat.chat_template, messages, add_generation_prompt=False, **body.template_vars)
         except ChatTemplateError as error:
             raise ApiError(400, f"The chat template could not render these messages: {error}") from error
@@ -103,6 +104,6 @@ async def encode(request: Request, permission: ApiPermission) -> dict[str, Any]:
 
 @router.post("/v1/token/decode")
 async def decode(request: Request, permission: ApiPermission) -> dict[str, str]:
-    body: DecodeRequest = parse_body(await read_body(request), DecodeRequest)
+    body: DecodeRequest = await read_json(request, DecodeRequest)
     model = await serving(request.app, None, permission)
     return {"text": model.engine.decode(body.tokens, special_tokens=body.decode_special_tokens)}
