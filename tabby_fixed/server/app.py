@@ -25,7 +25,7 @@ from .. import __version__
 from ..auth import KeyStore
 from ..config import TabbyConfig
 from ..errors import ApiError
-from . import admin, anthropic, openai, responses, tabby
+from . import admin, anthropic, kobold, openai, responses, tabby
 from .models import ModelManager
 from .response_store import ResponseStore
 
@@ -62,9 +62,13 @@ def create_app(config: TabbyConfig) -> FastAPI:
     app.add_middleware(_Unexpected)
     app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["*"], allow_headers=["*"],
                        allow_credentials=True)
-    app.include_router(openai.router)
-    app.include_router(anthropic.router)
-    app.include_router(responses.router)
+    if "OAI" in config.network.api_servers:
+        app.include_router(openai.router)
+        app.include_router(anthropic.router)
+        app.include_router(responses.router)
+    if "KOBOLD" in config.network.api_servers:
+        app.state.kobold = kobold.Generations()
+        app.include_router(kobold.router)
     app.include_router(tabby.router)
     app.include_router(admin.router)
     _add_error_handlers(app)
