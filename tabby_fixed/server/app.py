@@ -25,7 +25,7 @@ from .. import __version__
 from ..auth import KeyStore
 from ..config import TabbyConfig
 from ..errors import ApiError
-from . import admin, anthropic, kobold, openai, responses, tabby
+from . import admin, anthropic, kobold, lora, openai, responses, tabby
 from .models import ModelManager
 from .response_store import ResponseStore
 
@@ -36,6 +36,7 @@ def create_app(config: TabbyConfig) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         watcher = asyncio.ensure_future(app.state.keys.watch())
+        lora.warn_configured(config)
         if config.sampling.override_preset:
             try:
                 app.state.models.select_preset(config.sampling.override_preset)
@@ -71,6 +72,7 @@ def create_app(config: TabbyConfig) -> FastAPI:
         app.include_router(kobold.router)
     app.include_router(tabby.router)
     app.include_router(admin.router)
+    app.include_router(lora.router)
     _add_error_handlers(app)
     return app
 
