@@ -1,4 +1,4 @@
-"""``tabby-fixed serve`` (the default), ``probe``, ``export-openapi`` and ``export-config``."""
+"""``tabby-fixed serve`` (the default), ``probe``, ``download``, ``export-openapi`` and ``export-config``."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 from .config import ConfigError, add_config_arguments, load_config
+from .download import DownloadError, DownloadSpec, download
+from .errors import ApiError
 from .probe import add_probe_arguments, run_probe
 
 
@@ -28,13 +30,18 @@ def main(argv: list[str] | None = None) -> int:
     sample = commands.add_parser("export-config", help="write every config key with its default and description")
     sample.add_argument("--export-path", default="config_sample.yml",
                         help="file to write (default: config_sample.yml)")
-    if not argv or argv[0] not in ("serve", "probe", "export-openapi", "export-config", "-h", "--help"):
+    fetch = commands.add_parser("download", help="download a Hugging Face repository into model_dir")
+    add_download_arguments(fetch)
+    add_config_arguments(fetch)
+    if not argv or argv[0] not in ("serve", "probe", "download", "export-openapi", "export-config", "-h", "--help"):
         argv.insert(0, "serve")
     options = parser.parse_args(argv)  # --help and unknown flags end here with argparse's own message
     if options.command == "probe":
         return run_probe(options)
     if options.command in ("export-openapi", "export-config"):
         return _export(options)
+    if options.command == "download":
+        return _download(argv[1:])
     logging.basicConfig(level=os.environ.get("TABBY_LOG_LEVEL", "INFO").upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
@@ -62,4 +69,42 @@ def _export(options: argparse.Namespace) -> int:
         return 2
     Path(options.export_path).write_text(text, encoding="utf-8")
     print(f"wrote {options.export_path}")
+    return 0
+
+
+def add_download_arguments(parser: argparse.ArgumentParser) -> None:
+    """Upstream's ``download`` arguments; the config flags (``--model-dir``, ``--config``) follow them."""
+    parser.add_argument("repo_id", help="Hugging Face repository, e.g. turboderp/Qwen3-8B-exl3")
+    parser.add_argument("--folder-name", help="folder to create in model_dir (default: the repository's name)")
+    parser.add_argument("--revision", help="branch, tag or commit (default: main)")
+    parser.add_argument("--token", help="Hugging Face access token, for private or gated repositories")
+    parser.add_argument("--include", nargs="+", default=["*"], metavar="GLOB", help="files to take (default: all)")
+    parser.add_argument("--exclude", nargs="+", default=[], metavar="GLOB", help="files to leave out")
+    parser.add_argument("--repo-type", choices=("model", "lora"), default="model",
+                        help="lora: into lora_dir instead of model_dir")
+
+
+def _download(argv: list[str]) -> int:
+    own = argparse.ArgumentParser(add_help=False)
+    add_download_arguments(own)
+    options, rest = own.parse_known_args(argv)
+    try:
+        config = load_config(rest)
+    except ConfigError as error:
+        print(f"tabby-fixed: {error}", file=sys.stderr)
+        return 2
+    spec = DownloadSpec(repo_id=options.repo_id, repo_type=options.repo_type, folder_name=options.folder_name,
+                        revision=options.revision, token=options.token, include=options.include,
+                        exclude=options.exclude)
+
+    def progress(path: str, done: int, size: int) -> None:
+        if done == size:
+            print(f"{path}: {size} bytes")
+
+    try:
+        folder = download(config, spec, progress)
+    except (DownloadError, ApiError) as error:
+        print(f"tabby-fixed: {getattr(error, 'message', error)}", file=sys.stderr)
+        return 1
+    print(f"downloaded {spec.repo_id} to {folder}")
     return 0
