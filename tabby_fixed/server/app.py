@@ -25,7 +25,7 @@ from .. import __version__
 from ..auth import KeyStore
 from ..config import TabbyConfig
 from ..errors import ApiError
-from . import admin, anthropic, kobold, lora, openai, responses, tabby
+from . import admin, anthropic, embeddings, kobold, lora, openai, responses, tabby
 from .models import ModelManager
 from .response_store import ResponseStore
 
@@ -44,6 +44,8 @@ def create_app(config: TabbyConfig) -> FastAPI:
                 logger.warning("sampling.override_preset: %s", error.message)
         if config.model.model_name:
             await app.state.models.load(config.model.model_name)
+        if config.embeddings.embedding_model_name:
+            await app.state.embeddings.load(config.embeddings.embedding_model_name)
         try:
             yield
         finally:
@@ -51,6 +53,7 @@ def create_app(config: TabbyConfig) -> FastAPI:
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
             await app.state.models.unload()
+            await app.state.embeddings.unload()
 
     app = FastAPI(title="tabby-fixed", version=__version__, lifespan=lifespan)
     app.state.config = config
@@ -58,6 +61,8 @@ def create_app(config: TabbyConfig) -> FastAPI:
     app.state.model = None
     app.state.preset = None
     app.state.models = ModelManager(app)
+    app.state.embedding = None
+    app.state.embeddings = embeddings.EmbeddingModels(app)
     app.state.health_issues = []
     app.state.responses = ResponseStore(config.network.responses_store_size, config.network.responses_store_ttl)
     app.add_middleware(_Unexpected)
@@ -67,12 +72,14 @@ def create_app(config: TabbyConfig) -> FastAPI:
         app.include_router(openai.router)
         app.include_router(anthropic.router)
         app.include_router(responses.router)
+        app.include_router(embeddings.oai_router)
     if "KOBOLD" in config.network.api_servers:
         app.state.kobold = kobold.Generations()
         app.include_router(kobold.router)
     app.include_router(tabby.router)
     app.include_router(admin.router)
     app.include_router(lora.router)
+    app.include_router(embeddings.router)
     _add_error_handlers(app)
     return app
 
