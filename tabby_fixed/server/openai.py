@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse, Response
 
 from ..auth import ApiPermission
 from ..chat import build_prompt, last_user_text, output_parser, transcript
-from ..engine.base import Finish, GenerationParams, GenerationRequest, Step, TokenLogprob
+from ..engine.base import Finish, GenerationParams, GenerationRequest, ImageInput, Step, TokenLogprob
 from ..errors import ApiError
 from ..output import ChatOutput, OutputEvent, OutputParser
 from ..reasoning import ReasoningDelta
@@ -33,6 +33,7 @@ from .models import LoadedModel
 from .requests import ChatCompletionRequest, CompletionRequest, GenerationFields, parse_body
 from .sse import DONE, frame, ping, run_jobs, sse_response
 from .state import read_body, serving
+from .vision import attach_images
 
 router = APIRouter(prefix="/v1", tags=["openai"])
 logger = logging.getLogger(__name__)
@@ -109,8 +110,9 @@ class _Choices:
 
     @classmethod
     async def start(cls, model: LoadedModel, prompts: list[str], params: GenerationParams,
-                    last_user: list[str], transcript: tuple[tuple[str, str], ...] = ()) -> _Choices:
-        return cls([await model.engine.generate(GenerationRequest(prompt, params, user, transcript))
+                    last_user: list[str], transcript: tuple[tuple[str, str], ...] = (),
+                    images: tuple[ImageInput, ...] = ()) -> _Choices:
+        return cls([await model.engine.generate(GenerationRequest(prompt, params, user, transcript, images))
                     for prompt, user in zip(prompts, last_user, strict=True)])
 
     async def steps(self, ping_interval: float = 0) -> AsyncIterator[list[tuple[int, Step | Finish]] | None]:
@@ -178,12 +180,13 @@ class ChatJob:
     @classmethod
     async def start(cls, request: Request, permission: str, chat: ChatCompletionRequest) -> ChatJob:
         model = await serving(request.app, chat.model, permission)
+        chat, images = await attach_images(chat, model, request.app.state.config)
         prompt = build_prompt(model.chat, chat)
         if request.app.state.config.logging.log_prompt:
             logger.info("prompt:\n%s", prompt)
         params, sources = _generation(request.app, model, chat)
         choices = await _Choices.start(model, [prompt] * chat.n, params, [last_user_text(chat)] * chat.n,
-                                       transcript(chat))
+                                       transcript(chat), images)
         parsers = [output_parser(model.chat, chat, prompt) for _ in range(chat.n)]
         return cls(model, params, {"x-sampler-source": sources}, choices, parsers)
 

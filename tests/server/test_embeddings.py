@@ -49,8 +49,8 @@ def post(server: LiveServer, body: dict, headers: dict = API) -> httpx.Response:
 
 
 def test_the_openai_sdk_gets_unit_vectors(embedder: LiveServer):
-    client = openai.OpenAI(base_url=embedder.v1, api_key=API_KEY, max_retries=0)
-    result = client.embeddings.create(model="text-embedding-3-small", input=["the cat sat", "a dog ran"])
+    with openai.OpenAI(base_url=embedder.v1, api_key=API_KEY, max_retries=0) as client:
+        result = client.embeddings.create(model="text-embedding-3-small", input=["the cat sat", "a dog ran"])
     assert result.model == "tiny-embed" and [item.index for item in result.data] == [0, 1]
     for item in result.data:
         assert len(item.embedding) == DIMENSIONS

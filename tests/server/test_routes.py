@@ -72,11 +72,11 @@ def test_retrieve_model_as_the_openai_sdk_does(server, client):
     with pytest.raises(openai.NotFoundError) as hidden:
         client.models.retrieve("slow")  # an API key sees only the loaded model, as in the list
     assert hidden.value.code == "model_not_found"
-    admin = openai.OpenAI(base_url=server.v1, api_key=ADMIN_KEY, max_retries=0)
-    other = admin.models.retrieve("slow")
-    assert other.id == "slow" and other.model_extra["parameters"] is None
-    with pytest.raises(openai.NotFoundError):
-        admin.models.retrieve("no-such-model")
+    with openai.OpenAI(base_url=server.v1, api_key=ADMIN_KEY, max_retries=0) as admin:
+        other = admin.models.retrieve("slow")
+        assert other.id == "slow" and other.model_extra["parameters"] is None
+        with pytest.raises(openai.NotFoundError):
+            admin.models.retrieve("no-such-model")
     assert httpx.get(server.v1 + "/models/tester").status_code == 401
 
 
