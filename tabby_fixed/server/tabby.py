@@ -47,7 +47,7 @@ def _card(name: str, model: LoadedModel | None = None) -> dict[str, Any]:
             "max_seq_len": info.max_seq_len, "cache_size": info.cache_size or info.max_seq_len,
             "cache_mode": info.cache_mode, "rope_scale": 1.0, "rope_alpha": 1.0, "max_batch_size": info.max_batch_size,
             "chunk_size": None, "prompt_template": model.chat.chat_template_name,
-            "prompt_template_content": model.chat.chat_template, "use_vision": False, "draft": None,
+            "prompt_template_content": model.chat.chat_template, "use_vision": info.vision, "draft": None,
             "tool_format": model.chat.tool_format, "reasoning": model.chat.reasoning}
     return card
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tabby_fixed.server.kobold import GenerateRequest
 from tests.live_server import LiveServer
 from tests.server.conftest import API_KEY, serve
 
@@ -162,3 +163,29 @@ def test_check_reads_the_text_so_far_and_abort_stops_it(slow_kobold: LiveServer)
     assert after.json() == {"results": []}
     unknown = httpx.post(slow_kobold.url + "/api/extra/abort", headers=AUTH, json={"genkey": "nothing-runs"})
     assert unknown.json() == {"success": True}
+
+
+def sillytavern_body(prompt: str) -> dict:
+    """A body as SillyTavern's KoboldAI (classic) mode sends it."""
+    return {"prompt": prompt, "max_context_length": 4096, "max_length": 200, "rep_pen": 1.1, "rep_pen_range": 0,
+            "rep_pen_slope": 1, "temperature": 0.8, "tfs": 1, "top_a": 0, "top_k": 40, "top_p": 0.95,
+            "typical": 1, "min_p": 0.05, "sampler_order": [6, 0, 1, 3, 4, 2, 5], "use_default_badwordsids": True,
+            "dynatemp_range": 0.5, "dynatemp_exponent": 1, "mirostat": 0, "mirostat_tau": 5, "mirostat_eta": 0.1,
+            "grammar": "", "grammar_retain_state": False, "banned_tokens": [], "sampler_seed": -1,
+            "stop_sequence": ["\nUser:"], "trim_stop": True, "singleline": False, "use_world_info": False}
+
+
+def test_sillytavern_body_is_served(kobold: LiveServer):
+    response = httpx.post(kobold.url + "/api/v1/generate", headers=AUTH,
+                          json=sillytavern_body("RAW:Hi there.\nUser: more"))
+    assert response.json() == {"results": [{"text": "Hi there."}]}
+
+
+def test_kobold_fields_mean_ours():
+    body = GenerateRequest.model_validate(sillytavern_body("x"))
+    values = body.sampler_values()
+    assert (values["min_temp"], values["max_temp"]) == pytest.approx((0.3, 1.3))
+    assert values["penalty_range"] == -1 and values["ban_eos_token"] is True
+    assert values["max_tokens"] == 200 and values["repetition_penalty"] == 1.1 and values["stop"] == ["\nUser:"]
+    plain = GenerateRequest.model_validate({"prompt": "x", "dynatemp_range": 0, "rep_pen_range": 360}).sampler_values()
+    assert "min_temp" not in plain and plain["penalty_range"] == 360 and "ban_eos_token" not in plain

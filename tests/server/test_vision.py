@@ -121,6 +121,13 @@ def test_anthropic_image_blocks_and_responses_input_image(seer: LiveServer):
     assert [image.data for image in seen(seer)[before:]] == [png("green"), png("white")]
 
 
+def test_the_model_card_says_it_takes_images(seer: LiveServer, server: LiveServer):
+    for live, expected in ((seer, True), (server, False)):
+        with client(live) as models:
+            card = models.models.retrieve(live.app.state.model.name)
+        assert card.model_extra["parameters"]["use_vision"] is expected
+
+
 def test_a_text_only_model_refuses_images(server: LiveServer):
     with client(server) as chat, pytest.raises(openai.BadRequestError) as refused:
         chat.chat.completions.create(model="tester", messages=[{"role": "user", "content": [
