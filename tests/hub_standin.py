@@ -9,11 +9,13 @@ them to its CDN.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 
 
 @dataclass
@@ -21,6 +23,7 @@ class Repo:
     revisions: dict[str, dict[str, bytes]]  # revision -> path -> content
     token: str | None = None  # private: this token is needed
     short: set[str] = field(default_factory=set)  # paths served shorter than listed (a broken transfer)
+    slow: bool = False  # files trickle in, 64 KiB every 50 ms
 
 
 @dataclass
@@ -78,5 +81,13 @@ class Hub:
         if content is None:
             return JSONResponse({"error": "Entry not found"}, status_code=404,
                                 headers={"X-Error-Code": "EntryNotFound"})
+        if repo.slow:
+            async def trickle() -> AsyncIterator[bytes]:
+                for start in range(0, len(content), 65536):
+                    await asyncio.sleep(0.05)
+                    yield content[start:start + 65536]
+
+            return StreamingResponse(trickle(), media_type="application/octet-stream",
+                                     headers={"content-length": str(len(content))})
         return Response(content[: len(content) // 2] if path in repo.short else content,
                         media_type="application/octet-stream")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +28,7 @@ def hub() -> Iterator[tuple[Hub, LiveServer]]:
         "org/broken-model": Repo({"main": {"config.json": b"{}", "model.safetensors": WEIGHTS}},
                                  short={"model.safetensors"}),
         "org/tiny-lora": Repo({"main": {"adapter_config.json": b"{}"}}),
+        "org/slow-model": Repo({"main": {"config.json": b"{}", "model.safetensors": WEIGHTS}}, slow=True),
     })
     with live_app(standin.app()) as server:
         yield standin, server
@@ -131,3 +133,12 @@ def test_the_download_command(tmp_path: Path, endpoint: Hub, capsys: pytest.Capt
     assert "org/no-such-model" in capsys.readouterr().err
     assert main(["download", "org/tiny-model", "--model-dir", str(models)]) == 1  # the folder exists now
     assert "already exists" in capsys.readouterr().err
+
+
+def test_a_client_that_goes_away_cancels_the_download(server: LiveServer, root: Path, endpoint: Hub):
+    with pytest.raises(httpx.ReadTimeout):  # the file takes seconds to arrive; the client gives up at once
+        httpx.post(server.v1 + "/download", headers=ADMIN, json={"repo_id": "org/slow-model"}, timeout=1.0)
+    deadline = time.monotonic() + 10
+    while leftovers(root / "models") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert leftovers(root / "models") == [] and not (root / "models" / "slow-model").exists()

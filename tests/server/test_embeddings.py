@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -87,8 +88,6 @@ def test_batching_and_padding_change_no_vector(model: EmbeddingModel, texts: lis
 
 
 def test_cls_pooling_is_read_from_the_folder(root: Path, model: EmbeddingModel):
-    import torch
-
     cls = EmbeddingModel(root / "embedders" / "tiny-cls")
     assert (cls.pooling, model.pooling) == ("cls", "mean")
     inputs = cls.tokenizer(["the big red house"], return_tensors="pt")
@@ -141,6 +140,10 @@ def test_list_load_and_unload(embedder: LiveServer):
     assert broken.status_code == 400 and broken.json()["error"]["code"] == "model_load_failed"
     assert post(embedder, {"input": "x"}).json()["model"] == "tiny-cls"  # a failed load keeps the one in use
     assert httpx.post(embedder.v1 + "/model/embedding/load", headers=ADMIN, json={}).status_code == 400
+    if not torch.cuda.is_available():
+        no_gpu = httpx.post(embedder.v1 + "/model/embedding/load", headers=ADMIN,
+                            json={"embedding_model_name": "tiny-embed", "embeddings_device": "cuda"})
+        assert no_gpu.status_code == 400 and "no CUDA device" in no_gpu.json()["error"]["message"]
     unloaded = httpx.post(embedder.v1 + "/model/embedding/unload", headers=ADMIN)
     assert unloaded.status_code == 200 and unloaded.json() is None
     assert post(embedder, {"input": "x"}).status_code == 503
