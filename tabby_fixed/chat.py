@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ApiError
-from .output import OutputParser, ReasoningSettings
+from .output import OutputParser, ParsedCallback, ReasoningSettings
 from .reasoning import starts_in_reasoning
 from .server.requests import ChatCompletionRequest, ChatMessage
 from .templating import ChatTemplateError, render_chat
@@ -111,7 +111,8 @@ def transcript(chat: ChatCompletionRequest) -> tuple[tuple[str, str], ...]:
     return tuple((m.role, m.text()) for m in chat.messages)
 
 
-def output_parser(model: ChatModel, chat: ChatCompletionRequest, prompt: str) -> OutputParser:
+def output_parser(model: ChatModel, chat: ChatCompletionRequest, prompt: str,
+                  on_parsed: ParsedCallback | None = None) -> OutputParser:
     """Reasoning split when the model reasons; tool parsing when the request can get calls.
 
     A prompt that ends inside an opened reasoning block (Qwen3.5, GLM-4.7 and MiniMax-M2 templates
@@ -127,4 +128,5 @@ def output_parser(model: ChatModel, chat: ChatCompletionRequest, prompt: str) ->
         start = {"always": True, "never": False}.get(model.start_in_reasoning, opened)
         reasoning = ReasoningSettings(start, model.reasoning_start, model.reasoning_end,
                                       model.tool_calls_in_reasoning)
-    return OutputParser(tool_parser=tool_parser, reasoning=reasoning, first_call_only=not chat.parallel_tool_calls)
+    return OutputParser(tool_parser=tool_parser, reasoning=reasoning, first_call_only=not chat.parallel_tool_calls,
+                        on_parsed=on_parsed)

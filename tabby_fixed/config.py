@@ -85,6 +85,8 @@ class NetworkConfig(_Section):
         1000, ge=0, description="Responses kept for previous_response_id and GET /v1/responses/{id}; 0 keeps none.")
     responses_store_ttl: float = Field(
         3600, gt=0, description="Seconds a stored response is kept.")
+    metrics_public: bool = Field(
+        False, description="Serve GET /metrics without an API key (for a Prometheus scraper on a trusted network).")
 
     @field_validator("api_servers")
     @classmethod

@@ -213,6 +213,7 @@ class ScriptedEngine:
         self._delay = delay / 1000
         self._tokenizer = _Tokenizer(folder)
         self._active = 0
+        self._held_tokens = 0  # prompt and output tokens of live jobs: what a real KV cache would hold
         self._unloaded = False
         template_file = script.get("chat_template")
         if template_file:
@@ -240,6 +241,11 @@ class ScriptedEngine:
 
     def active_jobs(self) -> int:
         return self._active
+
+    def cache_usage(self) -> float:
+        """Live jobs' tokens against a cache of one context's length, as a model with a cache the
+        size of ``max_seq_len`` would fill it (without prefix sharing)."""
+        return min(1.0, self._held_tokens / self.info.max_seq_len)
 
     def health_issues(self) -> list[dict[str, str]]:
         return []
@@ -271,6 +277,7 @@ class ScriptedEngine:
         """Scripted tokens are certain: each has log-probability 0, and is its own only alternative."""
         constraint = params.constraint
         self._active += 1
+        self._held_tokens += prompt_tokens
         started = time.perf_counter()
         held = ""  # text that could still be the start of a stop string
         emitted: list[str] = []
@@ -288,6 +295,7 @@ class ScriptedEngine:
                 elif count % _YIELD_EVERY == 0:
                     await asyncio.sleep(0)
                 count += 1
+                self._held_tokens += 1
                 certain = (TokenLogprob(piece, 0.0, ((piece, 0.0),)[:params.top_logprobs]),) \
                     if params.top_logprobs is not None else ()
                 text = held + piece
@@ -313,3 +321,4 @@ class ScriptedEngine:
             yield Finish("stop", prompt_tokens, count, completion_seconds=time.perf_counter() - started)
         finally:
             self._active -= 1
+            self._held_tokens -= prompt_tokens + count

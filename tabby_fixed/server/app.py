@@ -25,7 +25,8 @@ from .. import __version__
 from ..auth import KeyStore
 from ..config import TabbyConfig
 from ..errors import ApiError
-from . import admin, anthropic, openai, responses, tabby
+from . import admin, anthropic, metrics, openai, responses, tabby
+from .metrics import Metrics, RequestCounter
 from .models import ModelManager
 from .response_store import ResponseStore
 
@@ -57,16 +58,19 @@ def create_app(config: TabbyConfig) -> FastAPI:
     app.state.model = None
     app.state.preset = None
     app.state.models = ModelManager(app)
+    app.state.metrics = Metrics(app.state.models.loaded, lambda: 1)
     app.state.health_issues = []
     app.state.responses = ResponseStore(config.network.responses_store_size, config.network.responses_store_ttl)
     app.add_middleware(_Unexpected)
     app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["*"], allow_headers=["*"],
                        allow_credentials=True)
+    app.add_middleware(RequestCounter, metrics=app.state.metrics)
     app.include_router(openai.router)
     app.include_router(anthropic.router)
     app.include_router(responses.router)
     app.include_router(tabby.router)
     app.include_router(admin.router)
+    app.include_router(metrics.router)
     _add_error_handlers(app)
     return app
 

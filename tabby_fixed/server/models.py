@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from ..chat import ChatModel
 from ..config import TabbyConfig, load_settings, model_overlay
 from ..engine.base import Engine, EngineUnavailable
 from ..engine.loader import open_engine
+from ..engine.observed import JobObserver, ObservedEngine
 from ..errors import ApiError, not_found
 from ..sampling import Preset, load_preset, preset_dirs, read_model_card
 from ..toolcalls import FORMATS, detect_format
@@ -31,7 +33,7 @@ Progress = Callable[[int, int], None]
 
 @dataclass(frozen=True)
 class LoadedModel:
-    engine: Engine
+    engine: ObservedEngine
     chat: ChatModel
     folder: Path
     card: dict[str, Any]  # the model card's sampler values, when model_card_defaults is on
@@ -66,14 +68,15 @@ def _tool_format(configured: str | None, engine: Engine) -> str | None:
     return detected
 
 
-def open_model(config: TabbyConfig, folder: Path, request: dict[str, Any] | None = None,
+def open_model(config: TabbyConfig, folder: Path, observer: JobObserver, request: dict[str, Any] | None = None,
                progress: Progress | None = None) -> LoadedModel:
-    """Open a model folder with the config's settings, the request's and the folder's overlay (blocking)."""
+    """Open a model folder with the config's settings, the request's and the folder's overlay (blocking).
+    Its jobs are reported to ``observer``."""
     settings, draft = load_settings(config, folder, request)
     draft = draft.model_copy(update={"draft_model_dir": str(config.resolve(draft.draft_model_dir))})
     try:
-        engine = open_engine(folder, settings, draft, config.memory, templates_dir=config.resolve("templates"),
-                             progress=progress)
+        engine = ObservedEngine(open_engine(folder, settings, draft, config.memory,
+                                            templates_dir=config.resolve("templates"), progress=progress), observer)
     except (EngineUnavailable, ValueError) as error:
         raise ApiError(400, f"Could not load {folder.name}: {error}", code="model_load_failed") from error
     info = engine.info
@@ -120,7 +123,10 @@ class ModelManager:
                 return
             if current is not None:
                 await self._unload(current)
-            loaded = await asyncio.to_thread(open_model, self.config, folder, request, progress)
+            started = time.perf_counter()
+            loaded = await asyncio.to_thread(open_model, self.config, folder, self._app.state.metrics, request,
+                                             progress)
+            self._app.state.metrics.model_loaded(loaded.name, time.perf_counter() - started)
             self._app.state.model = loaded
             preset = model_overlay(folder).get("sampling", {}).get("override_preset")
             if preset:
@@ -128,6 +134,11 @@ class ModelManager:
                     self.select_preset(preset)
                 except ApiError as error:
                     logger.warning("%s names a sampler preset that cannot be used: %s", name, error.message)
+
+    def loaded(self) -> list[ObservedEngine]:
+        """The engines in memory now."""
+        model: LoadedModel | None = self._app.state.model
+        return [model.engine] if model is not None else []
 
     async def unload(self) -> None:
         async with self._lock:

@@ -48,7 +48,7 @@ def _generation(app: FastAPI, model: LoadedModel, fields: GenerationFields) -> t
     ignored = [name for name in effective.set_by("forced", "request", "preset", "card")
                if name not in model.engine.sampler_fields]
     if ignored:
-        logger.debug("the %s engine does not apply: %s", type(model.engine).__name__, ", ".join(ignored))
+        logger.debug("%s's engine does not apply: %s", model.name, ", ".join(ignored))
     top_logprobs = values["top_logprobs"] or (values["logprobs"] if values["logprobs"] > 1 else 0)
     params = GenerationParams(max_tokens=values["max_tokens"], stop=tuple(values["stop"] or ()), sampler=values,
                               constraint=constraint_for(fields.response_format, values),
@@ -184,7 +184,8 @@ class ChatJob:
         params, sources = _generation(request.app, model, chat)
         choices = await _Choices.start(model, [prompt] * chat.n, params, [last_user_text(chat)] * chat.n,
                                        transcript(chat))
-        parsers = [output_parser(model.chat, chat, prompt) for _ in range(chat.n)]
+        on_parsed = request.app.state.metrics.parsed_callback(model.name)
+        parsers = [output_parser(model.chat, chat, prompt, on_parsed) for _ in range(chat.n)]
         return cls(model, params, {"x-sampler-source": sources}, choices, parsers)
 
     async def outputs(self) -> tuple[list[ChatOutput], list[list[TokenLogprob]]]:
