@@ -39,6 +39,7 @@ class ObservedEngine:
         self._observer = observer
         self.waiting = 0  # jobs started that have not produced a token yet
         self.running = 0  # jobs producing tokens
+        self.last_active = time.monotonic()  # when a job last started or ended: idle since then when none run
 
     @property
     def info(self) -> ModelInfo:
@@ -68,6 +69,7 @@ class ObservedEngine:
 
     async def generate(self, request: GenerationRequest) -> AsyncIterator[Step | Finish]:
         started = time.perf_counter()
+        self.last_active = time.monotonic()
         return self._watch(await self.inner.generate(request), started)
 
     async def _watch(self, steps: AsyncIterator[Step | Finish], started: float) -> AsyncIterator[Step | Finish]:
@@ -95,6 +97,7 @@ class ObservedEngine:
             outcome = "error"
             raise
         finally:
+            self.last_active = time.monotonic()
             self._observer.ended(name, outcome, finish)
             if last is None:
                 self.waiting -= 1

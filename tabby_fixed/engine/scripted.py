@@ -107,6 +107,16 @@ def _load_script(path: Path) -> dict[str, Any]:
     return script
 
 
+def script_context(script: dict[str, Any], configured: int | None) -> int:
+    """The context length: the configured one, else the script's ``max_seq_len``, else 32768."""
+    return int(configured or script.get("max_seq_len", 32768))
+
+
+def folder_context(folder: Path, configured: int | None) -> int:
+    """The context a scripted model folder would load with, read without loading it."""
+    return script_context(_load_script(folder / "scripted.yml"), configured)
+
+
 def _responses(path: Path, entries: Any) -> list[_Response]:
     if not isinstance(entries, list):
         raise ScriptError(f"{path}: 'responses' must be a list of {{match, output}} entries")
@@ -223,7 +233,7 @@ class ScriptedEngine:
                 "chatml_tools", BUILTIN_TEMPLATE.read_text(encoding="utf-8"))
         self.info = ModelInfo(
             name=folder.name,
-            max_seq_len=int(max_seq_len or script.get("max_seq_len", 32768)),
+            max_seq_len=script_context(script, max_seq_len),
             chat_template=template[1],
             chat_template_name=template[0],
             tool_format=script.get("tool_format"),

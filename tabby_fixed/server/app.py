@@ -36,7 +36,9 @@ logger = logging.getLogger(__name__)
 def create_app(config: TabbyConfig) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        watcher = asyncio.ensure_future(app.state.keys.watch())
+        watchers = [asyncio.ensure_future(app.state.keys.watch())]
+        if config.model.models and config.model.idle_unload_seconds:
+            watchers.append(asyncio.ensure_future(app.state.models.watch_idle()))
         if config.sampling.override_preset:
             try:
                 app.state.models.select_preset(config.sampling.override_preset)
@@ -47,9 +49,10 @@ def create_app(config: TabbyConfig) -> FastAPI:
         try:
             yield
         finally:
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
+            for watcher in watchers:
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watcher
             await app.state.models.unload()
 
     app = FastAPI(title="tabby-fixed", version=__version__, lifespan=lifespan)
@@ -58,7 +61,7 @@ def create_app(config: TabbyConfig) -> FastAPI:
     app.state.model = None
     app.state.preset = None
     app.state.models = ModelManager(app)
-    app.state.metrics = Metrics(app.state.models.loaded, lambda: 1)
+    app.state.metrics = Metrics(app.state.models.loaded, lambda: app.state.models.max_loaded)
     app.state.health_issues = []
     app.state.responses = ResponseStore(config.network.responses_store_size, config.network.responses_store_ttl)
     app.add_middleware(_Unexpected)

@@ -41,7 +41,7 @@ logger = logging.getLogger(__name__)
 
 def _generation(app: FastAPI, model: LoadedModel, fields: GenerationFields) -> tuple[GenerationParams, str]:
     """The job's parameters from every sampler layer, and the ``x-sampler-source`` summary."""
-    effective = resolve(fields.sampler_values(), app.state.preset, model.card)
+    effective = resolve(fields.sampler_values(), model.preset or app.state.preset, model.card)
     values = effective.values
     if app.state.config.logging.log_generation_params:
         logger.info("generation params (%s): %s", effective.summary(),
