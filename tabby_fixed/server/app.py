@@ -27,7 +27,7 @@ from ..config import TabbyConfig
 from ..errors import ApiError
 from . import admin, anthropic, metrics, openai, responses, tabby
 from .metrics import Metrics, RequestCounter
-from .models import ModelManager
+from .models import ModelManager, idle_model_keys
 from .response_store import ResponseStore
 
 logger = logging.getLogger(__name__)
@@ -56,6 +56,8 @@ def create_app(config: TabbyConfig) -> FastAPI:
             await app.state.models.unload()
 
     app = FastAPI(title="tabby-fixed", version=__version__, lifespan=lifespan)
+    for key in idle_model_keys(config):
+        logger.warning("%s has no effect here", key)
     app.state.config = config
     app.state.keys = KeyStore(config.resolve("api_tokens.yml"), disabled=config.network.disable_auth)
     app.state.model = None

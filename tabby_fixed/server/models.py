@@ -108,6 +108,17 @@ def open_model(config: TabbyConfig, folder: Path, observer: JobObserver, request
     return LoadedModel(engine, chat, folder, card)
 
 
+def idle_model_keys(config: TabbyConfig) -> list[str]:
+    """The several-models keys this config sets to no effect, to name at start-up: the bound and
+    the idle time without ``model.models``, inline loading with it (the list decides)."""
+    model = config.model
+    if model.models:
+        return ["model.inline_model_loading (model.models decides what loads)"] if model.inline_model_loading else []
+    return [f"model.{key} (only with model.models)" for key, default in (("max_loaded_models", 1),
+                                                                        ("idle_unload_seconds", 0))
+            if getattr(model, key) != default]
+
+
 class ModelManager:
     """The one place that changes ``app.state.model`` (and the preset a model folder names).
 

@@ -16,6 +16,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from tabby_fixed.config import ConfigError, load_config
+from tabby_fixed.server.app import create_app
 from tests.live_server import LiveServer, live_server
 
 KEY = "k" * 32
@@ -162,3 +163,13 @@ def test_models_config_takes_names_or_entries_and_each_once(tmp_path: Path):
         load_config(["--models", "alpha", "alpha"], environ={}, cwd=tmp_path)
     with pytest.raises(ConfigError, match="max_loaded_models"):
         load_config(["--max-loaded-models", "0"], environ={}, cwd=tmp_path)
+
+
+@pytest.mark.parametrize(("flags", "named"), [
+    (["--max-loaded-models", "2"], "model.max_loaded_models (only with model.models)"),
+    (["--idle-unload-seconds", "60"], "model.idle_unload_seconds (only with model.models)"),
+    (["--models", "alpha", "--inline-model-loading", "true"], "model.inline_model_loading"),
+])
+def test_keys_without_effect_are_named_at_start(tmp_path: Path, caplog, flags, named):
+    create_app(load_config(flags, environ={}, cwd=tmp_path))
+    assert any(named in record.getMessage() and "has no effect" in record.getMessage() for record in caplog.records)
