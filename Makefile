@@ -55,6 +55,7 @@ upstream-check: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(BIN)/python -m bench.parser_stream
 	$(BIN)/python -m bench.sse_throughput
+	$(BIN)/python -m bench.metrics_overhead
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

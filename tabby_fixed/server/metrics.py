@@ -68,6 +68,7 @@ class Metrics:
             "Tool-call parsing: 'call' per complete call, 'incomplete_call' per call cut off by the end of "
             "generation, 'text_as_content' per generation whose text opened a call that did not parse and "
             "was left in the content.", ["model", "outcome"])
+        self._itl_children: dict[str, Histogram] = {}
         self.registry.register(_LiveGauges(loaded, max_loaded))
 
     # -- JobObserver --------------------------------------------------------------------------
@@ -76,7 +77,9 @@ class Metrics:
         self.ttft.labels(model).observe(seconds)
 
     def token_gaps(self, model: str, seconds: float, tokens: int) -> None:
-        histogram = self.itl.labels(model)
+        histogram = self._itl_children.get(model)  # called per token: skip labels()' lock and checks
+        if histogram is None:
+            histogram = self._itl_children[model] = self.itl.labels(model)
         for _ in range(tokens):
             histogram.observe(seconds / tokens)
 

@@ -3,6 +3,7 @@ loading on first use, the bound on loaded models, idle unloading, per-model temp
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -13,9 +14,12 @@ import httpx
 import openai
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from tabby_fixed.config import ConfigError, load_config
+from tabby_fixed.engine.base import GenerationParams, GenerationRequest
 from tabby_fixed.server.app import create_app
 from tests.live_server import LiveServer, live_server
 
@@ -153,6 +157,54 @@ def test_unknown_preset_is_a_clear_error_and_loads_nothing(start):
     with pytest.raises(openai.NotFoundError, match="missing"):
         client.chat.completions.create(model="alpha", messages=[{"role": "user", "content": "hi"}])
     assert loaded(server) == []
+
+
+@settings(max_examples=25, deadline=None)
+@given(bound=st.integers(1, 3), asked=st.lists(st.sampled_from(["alpha", "beta", "gamma", "slow"]), max_size=12))
+def test_the_loaded_models_are_the_last_ones_asked_for(tmp_path_factory, bound, asked):
+    """Invariant of the pool: after any sequence of requests (each runs a one-token job, as a
+    request does), the loaded models are the last ``bound`` distinct ones asked for, and the one
+    asked for last is the default."""
+    root = tmp_path_factory.mktemp("pool")
+    config = load_config(["--config", str(workspace(root, {"models": list(SCRIPTS), "max_loaded_models": bound}))],
+                         environ={}, cwd=root)
+    app = create_app(config)
+    manager = app.state.models
+
+    async def run() -> None:
+        recent: list[str] = []
+        for name in asked:
+            model = await manager.acquire(name)
+            assert model.name == name
+            async for _ in await model.engine.generate(GenerationRequest("hi", GenerationParams(max_tokens=1))):
+                pass
+            recent = [*[n for n in recent if n != name], name][-bound:]
+            assert [engine.info.name for engine in manager.loaded()] == recent
+            assert app.state.model.name == name
+        await manager.unload()
+        assert manager.loaded() == [] and app.state.model is None
+
+    asyncio.run(run())
+
+
+def test_a_model_handed_to_a_request_stays_until_its_job_ran(tmp_path: Path):
+    """Between a request's choice of a model and its job's start, the model is not unloaded to
+    make room: the other request waits, and gets its model once that job has run."""
+    config = load_config(["--config", str(workspace(tmp_path, {"models": ["alpha", "beta"]}))], environ={},
+                         cwd=tmp_path)
+    manager = create_app(config).state.models
+
+    async def run() -> None:
+        alpha = await manager.acquire("alpha")
+        other = asyncio.ensure_future(manager.acquire("beta"))
+        await asyncio.sleep(0.3)
+        assert not other.done() and [e.info.name for e in manager.loaded()] == ["alpha"]
+        async for _ in await alpha.engine.generate(GenerationRequest("hi", GenerationParams(max_tokens=1))):
+            pass
+        assert (await asyncio.wait_for(other, 5)).name == "beta"
+        assert [e.info.name for e in manager.loaded()] == ["beta"]
+
+    asyncio.run(run())
 
 
 def test_models_config_takes_names_or_entries_and_each_once(tmp_path: Path):
