@@ -27,6 +27,7 @@ pytestmark = [pytest.mark.filterwarnings("ignore:Items? .* using the `ReadOnly` 
 ROUTER_CONFIG = Path(__file__).resolve().parent.parent / "examples" / "router" / "litellm.yml"
 TICKS = 40  # tokens per streamed answer, 15 ms apart: time to kill a replica mid-stream
 SESSIONS = 12  # agent sessions; all landing on one replica by chance: 2 in 2**12
+STREAMS = 16  # streams running when a replica dies; all on one replica by chance: 2 in 2**16
 
 
 def answer(replica: str) -> str:
@@ -121,7 +122,7 @@ def test_sessions_stick_and_a_dead_replica_loses_nothing_silently(replicas):
             replies = await asyncio.gather(*(turn(router, f"s{i}", number) for i in range(SESSIONS)))
             for i, reply in enumerate(replies):
                 landed.setdefault(f"s{i}", set()).add(reply.split()[1])
-        events = [asyncio.Event() for _ in range(8)]
+        events = [asyncio.Event() for _ in range(STREAMS)]
         streams = [asyncio.ensure_future(stream(router, event)) for event in events]
         await asyncio.wait_for(asyncio.gather(*(event.wait() for event in events)), 10)
         process_a.kill()  # mid-run: every stream has its first ticks

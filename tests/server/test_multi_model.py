@@ -91,6 +91,17 @@ def test_requests_pick_their_model_which_loads_on_first_use(start):
     assert ask(server, "gpt-4o").model == "beta", "a name it does not serve gets the model used last"
 
 
+def test_admin_unload_unloads_them_all_and_loads_nothing(start):
+    server = start(models=["alpha", "beta"], max_loaded_models=2)
+    admin = {"authorization": "Bearer " + "a" * 32}
+    assert httpx.post(server.v1 + "/model/unload", headers=admin).status_code == 200
+    loads = [s for s in server.app.state.metrics.load_seconds.collect()[0].samples if s.name.endswith("_count")]
+    assert loaded(server) == [] and loads == [], "nothing was loaded just to be unloaded"
+    ask(server, "alpha"), ask(server, "beta")
+    assert httpx.post(server.v1 + "/model/unload", headers=admin).status_code == 200
+    assert loaded(server) == [] and server.app.state.model is None
+
+
 def test_at_most_max_loaded_models_stay_loaded(start):
     server = start(models=["alpha", "beta", "gamma"], max_loaded_models=2)
     for name in ("alpha", "beta", "alpha", "gamma"):
