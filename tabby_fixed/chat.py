@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ApiError
-from .output import OutputParser, ReasoningSettings
+from .output import OutputParser, ParsedCallback, ReasoningSettings
 from .reasoning import starts_in_reasoning
 from .reasoning_budget import ReasoningBudget, chosen_budget
 from .server.requests import ChatCompletionRequest, ChatMessage
@@ -155,7 +155,8 @@ def transcript(chat: ChatCompletionRequest) -> tuple[tuple[str, str], ...]:
     return tuple((m.role, m.text()) for m in chat.messages)
 
 
-def output_parser(model: ChatModel, chat: ChatCompletionRequest, prompt: str) -> OutputParser:
+def output_parser(model: ChatModel, chat: ChatCompletionRequest, prompt: str,
+                  on_parsed: ParsedCallback | None = None) -> OutputParser:
     """Reasoning split when the model reasons; tool parsing when the request can get calls.
 
     A prompt that ends inside an opened reasoning block (Qwen3.5, GLM-4.7 and MiniMax-M2 templates
@@ -164,7 +165,7 @@ def output_parser(model: ChatModel, chat: ChatCompletionRequest, prompt: str) ->
     stray ``</think>``.
     """
     return OutputParser(tool_parser=tool_parser(model, chat), reasoning=reasoning_settings(model, prompt),
-                        first_call_only=not chat.parallel_tool_calls)
+                        first_call_only=not chat.parallel_tool_calls, on_parsed=on_parsed)
 
 
 def tool_parser(model: ChatModel, chat: ChatCompletionRequest) -> ToolCallParser | None:

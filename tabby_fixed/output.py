@@ -12,6 +12,7 @@ with content and calls interleaved as the model wrote them.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .reasoning import ReasoningDelta, ReasoningSplitter
@@ -37,6 +38,11 @@ class ChatOutput:
     tool_calls: list[ToolCall] = field(default_factory=list)
 
 
+#: Told each generation's parsed output at its end, and whether text that opens a call (the
+#: format's call tag) stayed in the content because it did not parse as one. For metrics.
+ParsedCallback = Callable[[ChatOutput, bool], None]
+
+
 class OutputParser:
     """One generation's text, fed as it arrives; ``close`` at the end of generation.
 
@@ -44,8 +50,10 @@ class OutputParser:
     """
 
     def __init__(self, *, tool_parser: ToolCallParser | None = None, reasoning: ReasoningSettings | None = None,
-                 first_call_only: bool = False) -> None:
+                 first_call_only: bool = False, on_parsed: ParsedCallback | None = None) -> None:
         self._tools = tool_parser.stream() if tool_parser is not None else None
+        self._call_start = tool_parser.call_start if tool_parser is not None else None
+        self._on_parsed = on_parsed
         self._splitter = None
         if reasoning is not None:
             exits = (tool_parser.call_start,) if tool_parser is not None and reasoning.calls_end_reasoning else ()
@@ -58,7 +66,11 @@ class OutputParser:
         return self._route(self._splitter.feed(text) if self._splitter else [ContentDelta(text)], final=False)
 
     def close(self) -> list[OutputEvent]:
-        return self._route(self._splitter.close() if self._splitter else [], final=True)
+        events = self._route(self._splitter.close() if self._splitter else [], final=True)
+        if self._on_parsed is not None:
+            output = self.result()
+            self._on_parsed(output, bool(self._call_start and output.content and self._call_start in output.content))
+        return events
 
     def result(self) -> ChatOutput:
         reasoning = self._splitter.reasoning if self._splitter else None
