@@ -30,15 +30,16 @@ from .events import (
     ToolCallEnd,
 )
 from .formats import CallFormat, get_format
-from .formats.base import JsonOpened, Opened, ParamOpened
+from .formats.base import Decoded, JsonOpened, Opened, ParamOpened
 from .scanner import NEED, scan, skip_space, starts
 from .schema import (
+    Choices,
     Kind,
     ToolSchemas,
     conform_json_arguments,
     convert_value,
-    is_string_kind,
     loads_json,
+    streams_as_text,
 )
 
 #: Whitespace after a value's closing tag waited through before the tag is taken as the end.
@@ -58,6 +59,7 @@ class _Call:
     index: int
     name: str
     wrapped: bool
+    call_id: str | None = None
     arguments: dict[str, Any] = field(default_factory=dict)
     emitted_keys: set[str] = field(default_factory=set)
     json_parts: list[str] = field(default_factory=list)
@@ -66,13 +68,14 @@ class _Call:
 
     def result(self) -> ToolCall:
         return ToolCall(self.name, self.arguments, "".join(self.json_parts), self.complete,
-                        "".join(self.raw_parts))
+                        "".join(self.raw_parts), self.call_id)
 
 
 @dataclass
 class _Param:
     key: str | None  # None: nameless, its JSON object spreads into arguments
     kind: Kind
+    choices: Choices  # the schema's enum or const
     close_tag: str
     ends_before: tuple[str, ...]  # tags that end the value and stay for the call
     skipped: bool  # a repeated key: the first occurrence wins
@@ -160,6 +163,7 @@ class ToolCallStream:
         self._call: _Call | None = None  # the call being read
         self._param: _Param | None = None  # the parameter being read
         self._json: _JsonEnd | None = None  # the JSON-bodied call being read
+        self._json_opened = JsonOpened(0)  # how it opened
         self._content: list[str] = []
         self._events: list[Event] = []
         self._closed = False
@@ -222,13 +226,17 @@ class ToolCallStream:
         if answer is NEED:
             return False
         if isinstance(answer, JsonOpened):
-            self._json = _JsonEnd(self._buffer, answer.length)
-            self._state = _State.JSON
+            self._open_json(answer, 0)
         elif isinstance(answer, Opened):
             self._begin_call(answer)
         else:
             self._to_content(self._take(1))
         return True
+
+    def _open_json(self, opened: JsonOpened, leading: int) -> None:
+        self._json = _JsonEnd(self._buffer, leading + opened.length)
+        self._json_opened = opened
+        self._state = _State.JSON
 
     def _step_json(self, final: bool) -> bool:
         assert self._json is not None
@@ -236,24 +244,32 @@ class ToolCallStream:
         if end is None and not final:
             return False
         self._buffer = self._json.text()
-        decoded = None
-        if end is not None:
+        start, opened = self._json.start, self._json_opened
+        self._json = None
+        if end is None:  # cut off by the end of generation
+            cut = self._format.call_from_partial_json(self._buffer[start:], opened, self._schemas)
+            if cut is not None:
+                self._decoded_call(cut, len(self._buffer))
+                return False
+        else:
             try:
-                body = loads_json(self._buffer[self._json.start:end])
+                body = loads_json(self._buffer[start:end])
             except (ValueError, RecursionError):
                 body = None
-            decoded = self._format.call_from_json(body, self._schemas)
-        self._json = None
-        if decoded is None:
-            self._state = _State.TEXT
-            self._to_content(self._take(1))
-            return True
-        name, arguments = decoded
-        self._begin_call(Opened(name, end, wrapped=True))  # type: ignore[arg-type]
-        for key, value in arguments.items():
-            self._add_argument(key, value)
-        self._close_call(_State.BETWEEN)
+            calls = self._format.call_from_json(body, opened, self._schemas)
+            if calls:  # a JSON list may hold several; the first call's raw text holds them all
+                for number, call in enumerate(calls):
+                    self._decoded_call(call, end if number == 0 else 0)
+                    self._close_call(_State.BETWEEN)
+                return True
+        self._state = _State.TEXT
+        self._to_content(self._take(1))
         return True
+
+    def _decoded_call(self, call: Decoded, length: int) -> None:
+        self._begin_call(Opened(call.name, length, wrapped=True, call_id=call.call_id))
+        for key, value in call.arguments.items():
+            self._add_argument(key, value)
 
     def _step_body(self, final: bool) -> bool:
         self._to_call(self._take(skip_space(self._buffer, 0)))
@@ -265,7 +281,7 @@ class ToolCallStream:
                 return False
             if found:
                 self._to_call(self._take(len(closer)))
-                between = closer == self._format.call_close != self._format.wrapper_close
+                between = closer in self._format.call_closers and closer not in self._format.wrapper_closers
                 self._close_call(_State.BETWEEN if between else _State.TEXT)
                 return True
         answer = self._format.open_param(self._buffer, final) if self._buffer[0] == "<" else None
@@ -314,21 +330,28 @@ class ToolCallStream:
         after = skip_space(self._buffer, 0)
         if after == len(self._buffer):
             if final:
+                if self._format.wrapper_closers:  # whitespace inside an unclosed block belongs to it
+                    self._calls[-1].raw_parts.append(self._take(after))
                 self._state = _State.TEXT
                 return True
             return False
-        closer = self._format.wrapper_close
-        found = starts(self._buffer, after, closer, final)
-        if found is NEED:
-            return False
-        if found:
-            self._calls[-1].raw_parts.append(self._take(after + len(closer)))
-            self._state = _State.TEXT
-            return True
+        tail_closers = (self._format.json_call_close,) if self._format.json_call_close else ()
+        for closer in self._format.wrapper_closers + tail_closers:
+            found = starts(self._buffer, after, closer, final)
+            if found is NEED:
+                return False
+            if found:
+                self._calls[-1].raw_parts.append(self._take(after + len(closer)))
+                if closer not in tail_closers:
+                    self._state = _State.TEXT
+                return True
         if self._calls[-1].wrapped:
             answer = self._format.open_next_call(self._buffer[after:], final)
             if answer is NEED:
                 return False
+            if isinstance(answer, JsonOpened):
+                self._open_json(answer, after)
+                return True
             if isinstance(answer, Opened):
                 self._begin_call(answer, leading=self._take(after))
                 return True
@@ -338,11 +361,11 @@ class ToolCallStream:
     # -- building calls -----------------------------------------------------------------------
 
     def _begin_call(self, opened: Opened, leading: str = "") -> None:
-        call = _Call(len(self._calls), opened.name, opened.wrapped)
+        call = _Call(len(self._calls), opened.name, opened.wrapped, opened.call_id)
         self._calls.append(call)
         self._call = call
         call.raw_parts.append(leading + self._take(opened.length))
-        self._emit(ToolCallBegin(call.index, call.name))
+        self._emit(ToolCallBegin(call.index, call.name, call.call_id))
         self._state = _State.BODY
 
     def _close_call(self, next_state: _State) -> None:
@@ -360,9 +383,10 @@ class ToolCallStream:
         self._to_call(self._take(opened.length))
         key = opened.key
         kind = self._schemas.kind(call.name, key) if key is not None else None
+        choices = self._schemas.choices(call.name, key) if key is not None else None
         skipped = key is not None and key in call.emitted_keys
-        streams = key is not None and not skipped and is_string_kind(kind)
-        self._param = _Param(key, kind, opened.close_tag, opened.ends_before, skipped, streams)
+        streams = key is not None and not skipped and streams_as_text(kind, choices)
+        self._param = _Param(key, kind, choices, opened.close_tag, opened.ends_before, skipped, streams)
         if streams:
             self._emit_key(key)  # type: ignore[arg-type]
             self._args('"')
@@ -404,7 +428,8 @@ class ToolCallStream:
         elif param.key is None:
             self._spread(text)
         else:
-            self._add_argument(param.key, convert_value(text, param.kind, framing=self._format.framing))
+            self._add_argument(param.key, convert_value(text, param.kind, framing=self._format.framing,
+                                                        choices=param.choices))
 
     def _spread(self, text: str) -> None:
         """A nameless parameter holding a JSON object: one argument per key."""

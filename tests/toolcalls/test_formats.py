@@ -172,8 +172,5 @@ def test_truncated_output_at_every_cut(case):
                 with pytest.raises(ValueError):
                     json.loads(call.arguments_json)
     truncated = parse(case, text[: text.rindex("count")]).tool_calls
-    if case.name == "hermes":  # a JSON call begins only once its object is complete
-        assert [c.complete for c in truncated] == [True]
-    else:
-        assert [c.complete for c in truncated] == [True, False]
-        assert truncated[1].arguments == {"path": "a", "content": "x\ny"}
+    assert [c.complete for c in truncated] == [True, False]
+    assert truncated[1].arguments == {"path": "a", "content": "x\ny"}

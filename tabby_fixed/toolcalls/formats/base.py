@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..partial import finished_members
 from ..scanner import NEED, attribute_name, read_header, skip_space, starts, unquote, valid_name
-from ..schema import ToolSchemas
+from ..schema import ToolSchemas, conform_json_arguments
 
 
 @dataclass(frozen=True)
@@ -21,13 +22,29 @@ class Opened:
     name: str
     length: int  # characters of the buffer the header used
     wrapped: bool  # inside the format's wrapper (False: a bare call)
+    call_id: str | None = None  # the id the model wrote, when the format has one
 
 
 @dataclass(frozen=True)
 class JsonOpened:
-    """A JSON-bodied call may start here; its object begins at ``length``."""
+    """A JSON-bodied call may start here; its JSON value begins at ``length``.
+
+    When the header already named the call (Kimi, Mistral, gpt-oss), ``name`` holds it and the
+    JSON value is the arguments object; otherwise the value itself names the call (Hermes).
+    """
 
     length: int
+    name: str | None = None
+    call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A call read from JSON: its name, arguments and the model's id for it, if any."""
+
+    name: str
+    arguments: dict[str, Any]
+    call_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -63,6 +80,14 @@ class CallFormat:
     param_prefixes: tuple[str, ...] = ()
     #: The template writes a newline after a parameter's opening tag and before its closing tag.
     framing = False
+    #: Tag that ends a JSON-bodied call after its JSON (Kimi's ``<|tool_call_end|>``); it belongs to the call.
+    json_call_close = ""
+    #: Other spellings of the closing tags (Hy3's ``:opensource`` tokens).
+    call_close_spellings: tuple[str, ...] = ()
+    wrapper_close_spellings: tuple[str, ...] = ()
+    #: Reasoning tags of the family, when they are not ``<think>``/``</think>``: candidate pairs,
+    #: the first whose opening tag the chat template mentions wins (the first pair otherwise).
+    reasoning_tags: tuple[tuple[str, str], ...] = ()
 
     def open_call(self, text: str, final: bool, schemas: ToolSchemas) -> Answer:
         """At a start marker: Opened, JsonOpened, NEED or None."""
@@ -76,18 +101,37 @@ class CallFormat:
         """Inside a call, at ``<``: ParamOpened, NEED or None."""
         return None
 
-    def call_from_json(self, body: Any, schemas: ToolSchemas) -> tuple[str, dict[str, Any]] | None:
-        """For JSON-bodied formats: the name and arguments in a complete JSON value, or None."""
-        return None
+    def call_from_json(self, body: Any, opened: JsonOpened, schemas: ToolSchemas) -> list[Decoded] | None:
+        """For JSON-bodied formats: the calls in a complete JSON value, or None when it holds none.
+
+        By default the header named the call and the value is its arguments object."""
+        if opened.name is None or not isinstance(body, dict):
+            return None
+        return [Decoded(opened.name, conform_json_arguments(opened.name, body, schemas), opened.call_id)]
+
+    def call_from_partial_json(self, text: str, opened: JsonOpened, schemas: ToolSchemas) -> Decoded | None:
+        """A call whose JSON was cut off by the end of generation (text from where the JSON
+        starts): its name and the arguments that finished, or None when its name is not known."""
+        if opened.name is None:
+            return None
+        arguments, _ = finished_members(text)
+        return Decoded(opened.name, conform_json_arguments(opened.name, arguments, schemas), opened.call_id)
 
     def detect(self, chat_template: str) -> bool:
         """Whether a chat template teaches this format."""
         return False
 
     @property
+    def call_closers(self) -> tuple[str, ...]:
+        return (self.call_close, *self.call_close_spellings) if self.call_close else ()
+
+    @property
+    def wrapper_closers(self) -> tuple[str, ...]:
+        return (self.wrapper_close, *self.wrapper_close_spellings) if self.wrapper_close else ()
+
+    @property
     def closers(self) -> tuple[str, ...]:
-        return (self.call_close,) if self.call_close == self.wrapper_close else (
-            self.call_close, self.wrapper_close)
+        return tuple(dict.fromkeys(self.call_closers + self.wrapper_closers))
 
     @property
     def followers(self) -> tuple[str, ...]:

@@ -17,9 +17,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from ..partial import finished_members
 from ..scanner import NEED, skip_space, starts, unquote, valid_name
 from ..schema import ToolSchemas, conform_json_arguments
-from .base import Answer, CallFormat, JsonOpened
+from .base import Answer, CallFormat, Decoded, JsonOpened
 
 
 class Hermes(CallFormat):
@@ -38,19 +39,42 @@ class Hermes(CallFormat):
             return None if final else NEED
         return JsonOpened(start) if text[start] == "{" else None
 
-    def call_from_json(self, body: Any, schemas: ToolSchemas) -> tuple[str, dict[str, Any]] | None:
-        if not isinstance(body, Mapping) or not isinstance(body.get("name"), str):
+    def call_from_json(self, body: Any, opened: JsonOpened, schemas: ToolSchemas) -> list[Decoded] | None:
+        call = named_call(body, schemas)
+        return [call] if call is not None else None
+
+    def call_from_partial_json(self, text: str, opened: JsonOpened, schemas: ToolSchemas) -> Decoded | None:
+        """Cut after the name finished: the call, with the arguments that finished."""
+        members, cut = finished_members(text)
+        name = members.get("name")
+        if not isinstance(name, str) or not valid_name(unquote(name)):
             return None
-        name = unquote(body["name"])
-        arguments = body.get("arguments", body.get("parameters", {}))
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments)
-            except ValueError:
-                return None
-        if not valid_name(name) or not isinstance(arguments, Mapping):
-            return None
-        return name, conform_json_arguments(name, dict(arguments), schemas)
+        key = "arguments" if "arguments" in members or "parameters" not in members else "parameters"
+        arguments = members.get(key)
+        if cut is not None and cut[0] in ("arguments", "parameters") and text.startswith("{", cut[1]):
+            arguments, _ = finished_members(text, cut[1])
+        name = unquote(name)
+        arguments = arguments if isinstance(arguments, dict) else {}
+        return Decoded(name, conform_json_arguments(name, arguments, schemas))
 
     def detect(self, chat_template: str) -> bool:
         return "<tool_call>" in chat_template and '"arguments"' in chat_template
+
+
+def named_call(body: Any, schemas: ToolSchemas) -> Decoded | None:
+    """``{"name": ..., "arguments": {...}}`` (or ``"parameters"``, or arguments as a JSON string)."""
+    if not isinstance(body, Mapping) or not isinstance(body.get("name"), str):
+        return None
+    name = unquote(body["name"])
+    arguments = body.get("arguments", body.get("parameters", {}))
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return None
+    if not valid_name(name) or not isinstance(arguments, Mapping):
+        return None
+    call_id = body.get("id")
+    return Decoded(name, conform_json_arguments(name, dict(arguments), schemas),
+                   call_id if isinstance(call_id, str) and call_id else None)
+
