@@ -23,7 +23,7 @@ from ..engine.base import Engine, EngineUnavailable
 from ..engine.loader import open_engine
 from ..errors import ApiError, not_found
 from ..sampling import Preset, load_preset, preset_dirs, read_model_card
-from ..toolcalls import FORMATS, detect_format
+from ..toolcalls import FORMATS, detect_format, reasoning_tags
 
 logger = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]
@@ -77,11 +77,17 @@ def open_model(config: TabbyConfig, folder: Path, request: dict[str, Any] | None
     except (EngineUnavailable, ValueError) as error:
         raise ApiError(400, f"Could not load {folder.name}: {error}", code="model_load_failed") from error
     info = engine.info
+    tool_format = _tool_format(settings.tool_format, engine)
+    start_tag, end_tag = settings.reasoning_start_token, settings.reasoning_end_token
+    family_tags = reasoning_tags(tool_format, info.chat_template)
+    if family_tags and (start_tag, end_tag) == ("<think>", "</think>"):  # not configured: the family's own
+        start_tag, end_tag = family_tags
+        logger.info("reasoning tags: %s %s (the %s family's)", start_tag, end_tag, tool_format)
     chat = ChatModel(
         name=info.name, chat_template=info.chat_template, chat_template_name=info.chat_template_name,
-        tool_format=_tool_format(settings.tool_format, engine),
-        reasoning=settings.reasoning or info.reasoning, reasoning_start=settings.reasoning_start_token,
-        reasoning_end=settings.reasoning_end_token, start_in_reasoning=settings.start_in_reasoning,
+        tool_format=tool_format,
+        reasoning=settings.reasoning or info.reasoning, reasoning_start=start_tag,
+        reasoning_end=end_tag, start_in_reasoning=settings.start_in_reasoning,
         tool_calls_in_reasoning=settings.tool_calls_in_reasoning,
         template_vars_default=settings.template_vars_default,
         template_vars_force={**({"enable_thinking": True} if settings.force_enable_thinking else {}),

@@ -247,9 +247,15 @@ class ToolCallStream:
         start, opened = self._json.start, self._json_opened
         self._json = None
         if end is None:  # cut off by the end of generation
-            cut = self._format.call_from_partial_json(self._buffer[start:], opened, self._schemas)
+            whole, cut = self._format.call_from_partial_json(self._buffer[start:], opened, self._schemas)
+            for number, call in enumerate(whole):
+                self._decoded_call(call, len(self._buffer) if number == 0 else 0)
+                self._close_call(_State.BETWEEN)
             if cut is not None:
-                self._decoded_call(cut, len(self._buffer))
+                self._decoded_call(cut, 0 if whole else len(self._buffer))
+                return False
+            if whole:
+                self._state = _State.TEXT
                 return False
         else:
             try:
@@ -382,7 +388,7 @@ class ToolCallStream:
         assert call is not None
         self._to_call(self._take(opened.length))
         key = opened.key
-        kind = self._schemas.kind(call.name, key) if key is not None else None
+        kind = opened.kind or (self._schemas.kind(call.name, key) if key is not None else None)
         choices = self._schemas.choices(call.name, key) if key is not None else None
         skipped = key is not None and key in call.emitted_keys
         streams = key is not None and not skipped and streams_as_text(kind, choices)

@@ -53,3 +53,28 @@ def finished_members(text: str, start: int = 0) -> tuple[dict[str, Any], tuple[s
         if text[at] == "}":
             return members, None
         at += 1
+
+
+def finished_items(text: str, start: int = 0) -> tuple[list[Any], int | None]:
+    """The items of the array opening at ``text[start]`` that finished, and where the item that
+    was cut off starts (None when the cut fell elsewhere or the array is whole)."""
+    items: list[Any] = []
+    at = skip_space(text, start)
+    if not text.startswith("[", at):
+        return items, None
+    at += 1
+    while True:
+        item_start = skip_space(text, at)
+        if item_start == len(text):
+            return items, None
+        try:
+            item, at = _DECODER.raw_decode(text, item_start)
+        except (ValueError, RecursionError):
+            return items, item_start
+        at = skip_space(text, at)
+        if at == len(text) or text[at] not in ",]":
+            return items, item_start if at == len(text) else None
+        items.append(item)
+        if text[at] == "]":
+            return items, None
+        at += 1

@@ -61,6 +61,57 @@ def hermes(calls: list[Call]) -> str:
                      for n, a in calls)
 
 
+def seed_oss(calls: list[Call]) -> str:
+    def one(name: str, arguments: dict) -> str:
+        params = "".join(f"<parameter={k}>{_text(v)}</parameter>\n" for k, v in arguments.items())
+        return f"<seed:tool_call>\n<function={name}>\n{params}</function>\n</seed:tool_call>"
+    return "\n".join(one(*c) for c in calls)
+
+
+def _json(arguments: dict) -> str:
+    return json.dumps(arguments, ensure_ascii=False)
+
+
+def kimi_k2(calls: list[Call]) -> str:
+    return "<|tool_calls_section_begin|>" + "".join(
+        f"<|tool_call_begin|>functions.{name}:{i}<|tool_call_argument_begin|>{_json(a)}<|tool_call_end|>"
+        for i, (name, a) in enumerate(calls)) + "<|tool_calls_section_end|>"
+
+
+def deepseek_v31(calls: list[Call]) -> str:
+    return "<｜tool▁calls▁begin｜>" + "".join(
+        f"<｜tool▁call▁begin｜>{name}<｜tool▁sep｜>{_json(a)}<｜tool▁call▁end｜>" for name, a in calls) \
+        + "<｜tool▁calls▁end｜>"
+
+
+def _dsml(block: str) -> Callable[[list[Call]], str]:
+    def write(calls: list[Call]) -> str:
+        invokes = "".join(f'<｜DSML｜invoke name="{name}">\n' + "".join(
+            f'<｜DSML｜parameter name="{k}" string="{str(isinstance(v, str)).lower()}">{_text(v)}</｜DSML｜parameter>\n'
+            for k, v in arguments.items()) + "</｜DSML｜invoke>\n" for name, arguments in calls)
+        return f"<｜DSML｜{block}>\n{invokes}</｜DSML｜{block}>"
+    return write
+
+
+def mistral(calls: list[Call]) -> str:
+    return "".join(f"[TOOL_CALLS]{name}[ARGS]{_json(a)}" for name, a in calls)
+
+
+def mistral_old(calls: list[Call]) -> str:
+    return "[TOOL_CALLS]" + json.dumps([{"name": name, "arguments": a, "id": f"c{i:08d}"}
+                                        for i, (name, a) in enumerate(calls)], ensure_ascii=False)
+
+
+def _hy3(suffix: str) -> Callable[[list[Call]], str]:
+    def write(calls: list[Call]) -> str:
+        def one(name: str, arguments: dict) -> str:
+            params = "".join(f"<arg_key{suffix}>{k}</arg_key{suffix}>\n"
+                             f"<arg_value{suffix}>{_text(v)}</arg_value{suffix}>\n" for k, v in arguments.items())
+            return f"<tool_call{suffix}>{name}<tool_sep{suffix}>\n{params}</tool_call{suffix}>\n"
+        return f"<tool_calls{suffix}>\n" + "".join(one(*c) for c in calls) + f"</tool_calls{suffix}>"
+    return write
+
+
 @dataclass(frozen=True)
 class FormatCase:
     name: str
@@ -74,6 +125,15 @@ CASES = [
     FormatCase("glm4_7", glm4_7, "</arg_value>"),
     FormatCase("minimax_m2", minimax_m2, "</parameter>"),
     FormatCase("hermes", hermes, None),
+    FormatCase("seed_oss", seed_oss, "</parameter>"),
+    FormatCase("kimi_k2", kimi_k2, None),
+    FormatCase("deepseek_v31", deepseek_v31, None),
+    FormatCase("deepseek_v32", _dsml("function_calls"), "</｜DSML｜parameter>"),
+    FormatCase("deepseek_v4", _dsml("tool_calls"), "</｜DSML｜parameter>"),
+    FormatCase("mistral", mistral, None),
+    FormatCase("mistral_old", mistral_old, None),
+    FormatCase("hy3", _hy3(":opensource"), "</arg_value:opensource>"),
+    FormatCase("hy3_preview", _hy3(""), "</arg_value>"),
 ]
 
 WRITE = ("write_file", {"path": "src/ok.py", "content": "def f():\n    return 1\n", "count": 3, "ratio": 0.5,

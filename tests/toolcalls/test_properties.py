@@ -17,7 +17,16 @@ TOKENS = ["<tool_call>", "</tool_call>", "<function=", "</function>", "<paramete
           " name=", ">", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>", "<minimax:tool_call>",
           "</minimax:tool_call>", "<invoke name=", "</invoke>", "write_file", "list_dir", "path", "content", "count",
           "\n", " ", "{", "}", '"', "'", ":", ",", "[1]", '"name": ', '"arguments": ', "True", "7", "x", "ü", "🙂",
-          "<", "</", "=", "\\"]
+          "<", "</", "=", "\\",
+          "<seed:tool_call>", "</seed:tool_call>", "<|tool_calls_section_begin|>", "<|tool_call_begin|>",
+          "functions.list_dir:0", "<|tool_call_argument_begin|>", "<|tool_call_end|>", "<|tool_calls_section_end|>",
+          "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>",
+          "<｜tool▁calls▁end｜>",
+          "<｜DSML｜tool_calls>", "<｜DSML｜function_calls>", "<｜DSML｜invoke name=", "</｜DSML｜invoke>",
+          "<｜DSML｜parameter name=", ' string="true">', "</｜DSML｜parameter>", "</｜DSML｜tool_calls>",
+          "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "[{", "}]", "<tool_calls>", "<tool_calls:opensource>",
+          "<tool_call:opensource>", "<tool_sep>", "<tool_sep:opensource>", "<arg_key:opensource>",
+          "</arg_value:opensource>", "</tool_call:opensource>", "</tool_calls>"]
 FORMAT_NAMES = sorted({fmt.names[0] for fmt in FORMATS.values()})
 
 markup_soup = st.lists(st.sampled_from(TOKENS), max_size=60).map("".join)

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..partial import finished_members
-from ..scanner import NEED, attribute_name, read_header, skip_space, starts, unquote, valid_name
-from ..schema import ToolSchemas, conform_json_arguments
+from ..scanner import HEADER_LIMIT, NEED, attribute_name, read_header, skip_space, starts, unquote, valid_name
+from ..schema import Kind, ToolSchemas, conform_json_arguments
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,8 @@ class ParamOpened:
     #: Tags that also end the value and are left for the call: an unclosed ``<arg_value>{json}``
     #: still ends at ``</function>``.
     ends_before: tuple[str, ...] = ()
+    #: The kind the tag itself states, over the schema's (DSML's ``string="true"``).
+    kind: Kind = None
 
 
 #: Opened | JsonOpened | ParamOpened | NEED | None, depending on the question.
@@ -109,13 +111,14 @@ class CallFormat:
             return None
         return [Decoded(opened.name, conform_json_arguments(opened.name, body, schemas), opened.call_id)]
 
-    def call_from_partial_json(self, text: str, opened: JsonOpened, schemas: ToolSchemas) -> Decoded | None:
-        """A call whose JSON was cut off by the end of generation (text from where the JSON
-        starts): its name and the arguments that finished, or None when its name is not known."""
+    def call_from_partial_json(self, text: str, opened: JsonOpened,
+                               schemas: ToolSchemas) -> tuple[list[Decoded], Decoded | None]:
+        """JSON cut off by the end of generation (text from where it starts): the calls in it that
+        finished, and the call that was cut (with the arguments that finished), when its name is known."""
         if opened.name is None:
-            return None
+            return [], None
         arguments, _ = finished_members(text)
-        return Decoded(opened.name, conform_json_arguments(opened.name, arguments, schemas), opened.call_id)
+        return [], Decoded(opened.name, conform_json_arguments(opened.name, arguments, schemas), opened.call_id)
 
     def detect(self, chat_template: str) -> bool:
         """Whether a chat template teaches this format."""
@@ -138,6 +141,73 @@ class CallFormat:
         return self.param_prefixes + self.closers
 
 
+def between_tags(text: str, start: int, open_tag: str, close_tag: str, final: bool) -> Answer:
+    """``OPEN_TAG text CLOSE_TAG`` at start: ``(the text between, stripped; index after CLOSE_TAG)``."""
+    opened = starts(text, start, open_tag, final)
+    if opened is not True:
+        return opened or None
+    body = start + len(open_tag)
+    close = text.find(close_tag, body, body + HEADER_LIMIT + len(close_tag))
+    if close < 0:
+        return NEED if not final and len(text) - body < HEADER_LIMIT + len(close_tag) else None
+    return text[body:close].strip(), close + len(close_tag)
+
+
+def json_arguments(text: str, at: int, final: bool, name: str, call_id: str | None = None) -> Answer:
+    """The arguments object of a call its header named, starting at ``at`` after any whitespace.
+    At the end of input the call is cut (its arguments are empty)."""
+    if not valid_name(name):
+        return None
+    at = skip_space(text, at)
+    if at == len(text):
+        return JsonOpened(at, name, call_id) if final else NEED
+    return JsonOpened(at, name, call_id) if text[at] == "{" else None
+
+
+class SectionOfCalls(CallFormat):
+    """A wrapper holding calls that each open with ``CALL_OPEN header HEADER_CLOSE`` (Kimi,
+    DeepSeek V3.1, Hy3); ``opened`` says what follows the header."""
+
+    call_open = ""
+    header_close = ""
+
+    def opened(self, text: str, header: str, end: int, final: bool) -> Answer:
+        raise NotImplementedError
+
+    def open_call(self, text: str, final: bool, schemas: ToolSchemas) -> Answer:
+        start = after_wrapper(text, self.wrapper_open, final)
+        return self._call(text, start, final) if isinstance(start, int) else start
+
+    def open_next_call(self, text: str, final: bool) -> Answer:
+        return self._call(text, 0, final)
+
+    def _call(self, text: str, start: int, final: bool) -> Answer:
+        header = between_tags(text, start, self.call_open, self.header_close, final)
+        return self.opened(text, *header, final) if isinstance(header, tuple) else header
+
+
+class SectionOfJsonCalls(SectionOfCalls):
+    """Calls whose header names the tool, then a JSON arguments object."""
+
+    def named(self, header: str) -> tuple[str, str | None]:
+        """The tool's name and the model's id for the call, from the header."""
+        return unquote(header), None
+
+    def opened(self, text: str, header: str, end: int, final: bool) -> Answer:
+        return json_arguments(text, end, final, *self.named(header))
+
+
+def after_wrapper(text: str, wrapper: str, final: bool) -> Answer:
+    """Where the text after ``WRAPPER`` and any whitespace starts (an int), NEED or None."""
+    opened = starts(text, 0, wrapper, final)
+    if opened is not True:
+        return opened or None
+    start = skip_space(text, len(wrapper))
+    if start == len(text):
+        return None if final else NEED
+    return start
+
+
 def header_call(text: str, start: int, prefix: str, final: bool, wrapped: bool) -> Answer:
     """A ``<function=NAME>`` or ``<invoke name="NAME">`` header at start."""
     header = read_header(text, start, prefix, final)
@@ -150,13 +220,8 @@ def header_call(text: str, start: int, prefix: str, final: bool, wrapped: bool) 
 
 def wrapped_header_call(text: str, final: bool, wrapper: str, prefix: str) -> Answer:
     """``WRAPPER`` then (whitespace allowed) a call header."""
-    opened = starts(text, 0, wrapper, final)
-    if opened is not True:
-        return opened or None
-    start = skip_space(text, len(wrapper))
-    if start == len(text):
-        return None if final else NEED
-    return header_call(text, start, prefix, final, wrapped=True)
+    start = after_wrapper(text, wrapper, final)
+    return header_call(text, start, prefix, final, wrapped=True) if isinstance(start, int) else start
 
 
 def parameter_tag(text: str, final: bool, call_close: str, json_value_tag: str | None = None) -> Answer:

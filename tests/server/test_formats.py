@@ -1,0 +1,85 @@
+"""Every tool format end to end: a scripted model per format, served by real uvicorn, spoken to by
+the real openai SDK, non-streaming and streaming. Each model thinks first in its family's own
+reasoning tags, then writes text and two calls; the client must get the reasoning, the text and
+the calls, with the model's own call ids where the format has them (Kimi)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import openai
+import pytest
+import yaml
+
+from tabby_fixed.toolcalls import ToolCallParser, reasoning_tags
+from tests.live_server import LiveServer
+from tests.server.conftest import ADMIN_KEY, make_models, serve
+from tests.toolcalls.test_formats import CASES, LIST, TOOLS, WRITE, FormatCase
+
+RAW = [{"match": r"\ARAW:(?P<text>.*)\Z", "output": "{text}"}]
+MODEL_IDS = {"kimi_k2": ["functions.list_dir:0", "functions.write_file:1"], "mistral_old": ["c00000000", "c00000001"]}
+
+
+@pytest.fixture(scope="module")
+def format_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """One server whose model_dir holds a scripted model per format; requests load them inline."""
+    root = tmp_path_factory.mktemp("formats")
+    models = make_models(root)
+    for case in CASES:
+        (models / f"fmt-{case.name}").mkdir()
+        (models / f"fmt-{case.name}" / "scripted.yml").write_text(yaml.safe_dump(
+            {"tool_format": case.name, "reasoning": True, "responses": RAW}))
+    yield from serve(root, "tester", "--inline-model-loading", "true")
+
+
+@pytest.fixture(scope="module")
+def admin(format_server: LiveServer) -> openai.OpenAI:
+    return openai.OpenAI(base_url=format_server.v1, api_key=ADMIN_KEY, max_retries=0, timeout=30)
+
+
+def answer(case: FormatCase) -> str:
+    start, end = reasoning_tags(case.name, None) or ("<think>", "</think>")
+    return f"{start}The listing first.{end}Checking the folder.\n" + case.write([LIST, WRITE])
+
+
+def check_message(case: FormatCase, reasoning: str | None, content: str | None, calls: list) -> None:
+    want = ToolCallParser(case.name, TOOLS).parse(case.write([LIST, WRITE]))
+    assert reasoning == "The listing first."
+    assert (content or "").strip() == "Checking the folder."
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in calls] == [LIST, WRITE]
+    assert [c.function.arguments for c in calls] == [c.arguments_json for c in want.tool_calls]
+    ids = [c.id for c in calls]
+    assert ids == MODEL_IDS[case.name] if case.name in MODEL_IDS else all(i.startswith("call_") for i in ids)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_format_end_to_end(admin: openai.OpenAI, case: FormatCase):
+    messages = [{"role": "user", "content": "RAW:" + answer(case)}]
+    model = f"fmt-{case.name}"
+    choice = admin.chat.completions.create(model=model, messages=messages, tools=TOOLS).choices[0]
+    assert choice.finish_reason == "tool_calls"
+    message = choice.message
+    check_message(case, message.model_extra.get("reasoning_content"), message.content, message.tool_calls)
+
+    with admin.chat.completions.stream(model=model, messages=messages, tools=TOOLS) as stream:
+        reasoning = "".join((e.chunk.choices[0].delta.model_extra or {}).get("reasoning_content") or ""
+                            for e in stream if e.type == "chunk" and e.chunk.choices)
+        final = stream.get_final_completion().choices[0]
+    assert final.finish_reason == "tool_calls"
+    check_message(case, reasoning, final.message.content, final.message.tool_calls)
+
+
+def test_kimi_ids_round_trip(admin: openai.OpenAI):
+    """The ids a client gets back are the ones the model wrote, so replaying them matches the history."""
+    case = next(c for c in CASES if c.name == "kimi_k2")
+    first = admin.chat.completions.create(model="fmt-kimi_k2", tools=TOOLS, messages=[
+        {"role": "user", "content": "RAW:" + case.write([LIST])}]).choices[0].message
+    [call] = first.tool_calls
+    history = [{"role": "user", "content": "look"},
+               {"role": "assistant", "content": None, "tool_calls": [call.model_dump(exclude_none=True)]},
+               {"role": "tool", "tool_call_id": call.id, "content": "a.py"},
+               {"role": "user", "content": "RAW:done"}]
+    assert call.id == "functions.list_dir:0"
+    assert admin.chat.completions.create(model="fmt-kimi_k2", messages=history, tools=TOOLS).choices[0] \
+        .message.content == "done"
