@@ -16,7 +16,7 @@ from .output import OutputParser, ReasoningSettings
 from .reasoning import starts_in_reasoning
 from .server.requests import ChatCompletionRequest, ChatMessage
 from .templating import ChatTemplateError, render_chat
-from .toolcalls import ToolCallParser
+from .toolcalls import FORMATS, ToolCallParser
 
 logger = logging.getLogger(__name__)
 
@@ -112,7 +112,8 @@ def output_parser(model: ChatModel, chat: ChatCompletionRequest, prompt: str) ->
     A prompt that ends inside an opened reasoning block (Qwen3.5, GLM-4.7 and MiniMax-M2 templates
     open ``<think>`` themselves) is split even with ``model.reasoning`` off: the output certainly
     starts with reasoning, and leaving it in the content would hand the client the thoughts and a
-    stray ``</think>``.
+    stray ``</think>``. Formats whose answer is channelled messages (harmony) always split by
+    their channels, whatever the reasoning settings.
     """
     parses_tools = bool(chat.tools) and chat.tool_choice != "none" and model.tool_format is not None
     tool_parser = ToolCallParser(model.tool_format, [t.model_dump() for t in chat.tools]) if parses_tools else None
@@ -122,4 +123,5 @@ def output_parser(model: ChatModel, chat: ChatCompletionRequest, prompt: str) ->
         start = {"always": True, "never": False}.get(model.start_in_reasoning, opened)
         reasoning = ReasoningSettings(start, model.reasoning_start, model.reasoning_end,
                                       model.tool_calls_in_reasoning)
-    return OutputParser(tool_parser=tool_parser, reasoning=reasoning, first_call_only=not chat.parallel_tool_calls)
+    return OutputParser(tool_parser=tool_parser, reasoning=reasoning, first_call_only=not chat.parallel_tool_calls,
+                        channels=FORMATS[model.tool_format].channels if model.tool_format in FORMATS else None)

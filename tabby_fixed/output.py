@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .reasoning import ReasoningDelta, ReasoningSplitter
+from .reasoning import ChannelSplitter, ReasoningDelta, ReasoningSplitter
 from .toolcalls import ContentDelta, ToolCall, ToolCallArgs, ToolCallBegin, ToolCallEnd, ToolCallParser
+from .toolcalls.formats.base import MessageChannels
 
 OutputEvent = ReasoningDelta | ContentDelta | ToolCallBegin | ToolCallArgs | ToolCallEnd
 _CALL_EVENTS = (ToolCallBegin, ToolCallArgs, ToolCallEnd)
@@ -39,13 +40,16 @@ class OutputParser:
     """One generation's text, fed as it arrives; ``close`` at the end of generation.
 
     ``first_call_only`` serves ``parallel_tool_calls: false``: calls after the first are left out.
+    ``channels`` (formats whose answer is channelled messages) replaces the reasoning settings.
     """
 
     def __init__(self, *, tool_parser: ToolCallParser | None = None, reasoning: ReasoningSettings | None = None,
-                 first_call_only: bool = False) -> None:
+                 first_call_only: bool = False, channels: MessageChannels | None = None) -> None:
         self._tools = tool_parser.stream() if tool_parser is not None else None
-        self._splitter = None
-        if reasoning is not None:
+        self._splitter: ReasoningSplitter | ChannelSplitter | None = None
+        if channels is not None:  # the format's messages say what is reasoning (harmony)
+            self._splitter = ChannelSplitter(channels)
+        elif reasoning is not None:
             exits = (tool_parser.call_start,) if tool_parser is not None and reasoning.calls_end_reasoning else ()
             self._splitter = ReasoningSplitter(reasoning.start_in_reasoning, reasoning.start_tag, reasoning.end_tag,
                                                exit_tags=exits)

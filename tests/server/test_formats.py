@@ -38,9 +38,15 @@ def admin(format_server: LiveServer) -> openai.OpenAI:
     return openai.OpenAI(base_url=format_server.v1, api_key=ADMIN_KEY, max_retries=0, timeout=30)
 
 
+#: Families whose reasoning and text are channelled messages rather than tagged text.
+CHANNELLED = {"harmony": "<|channel|>analysis<|message|>The listing first.<|end|>"
+                         "<|start|>assistant<|channel|>commentary<|message|>Checking the folder.\n<|end|>"}
+
+
 def answer(case: FormatCase) -> str:
     start, end = reasoning_tags(case.name, None) or ("<think>", "</think>")
-    return f"{start}The listing first.{end}Checking the folder.\n" + case.write([LIST, WRITE])
+    prose = CHANNELLED.get(case.name, f"{start}The listing first.{end}Checking the folder.\n")
+    return prose + case.write([LIST, WRITE])
 
 
 def check_message(case: FormatCase, reasoning: str | None, content: str | None, calls: list) -> None:
@@ -83,3 +89,12 @@ def test_kimi_ids_round_trip(admin: openai.OpenAI):
     assert call.id == "functions.list_dir:0"
     assert admin.chat.completions.create(model="fmt-kimi_k2", messages=history, tools=TOOLS).choices[0] \
         .message.content == "done"
+
+
+def test_harmony_channels_split_without_tools(admin: openai.OpenAI):
+    """The envelope never reaches the client, with or without tools in the request."""
+    text = ("<|channel|>analysis<|message|>Short answer.<|end|>"
+            "<|start|>assistant<|channel|>final<|message|>Paris.<|return|>")
+    message = admin.chat.completions.create(model="fmt-harmony", messages=[
+        {"role": "user", "content": "RAW:" + text}]).choices[0].message
+    assert (message.model_extra["reasoning_content"], message.content) == ("Short answer.", "Paris.")

@@ -112,6 +112,11 @@ def _hy3(suffix: str) -> Callable[[list[Call]], str]:
     return write
 
 
+def harmony(calls: list[Call]) -> str:
+    return "".join(f"<|start|>assistant to=functions.{name}<|channel|>commentary json<|message|>{_json(a)}<|call|>"
+                   for name, a in calls)
+
+
 @dataclass(frozen=True)
 class FormatCase:
     name: str
@@ -134,6 +139,7 @@ CASES = [
     FormatCase("mistral_old", mistral_old, None),
     FormatCase("hy3", _hy3(":opensource"), "</arg_value:opensource>"),
     FormatCase("hy3_preview", _hy3(""), "</arg_value>"),
+    FormatCase("harmony", harmony, None),
 ]
 
 WRITE = ("write_file", {"path": "src/ok.py", "content": "def f():\n    return 1\n", "count": 3, "ratio": 0.5,

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tabby_fixed.reasoning import ReasoningSplitter, starts_in_reasoning
+from tabby_fixed.reasoning import ChannelSplitter, ReasoningSplitter, starts_in_reasoning
 from tabby_fixed.templating import render_chat
-from tabby_fixed.toolcalls import ToolCallParser, detect_format
+from tabby_fixed.toolcalls import FORMATS, ToolCallParser, detect_format
 from tests.support import parse_both, tool
 
 TEMPLATES = Path(__file__).resolve().parents[3] / "shared" / "templates"
@@ -30,7 +30,7 @@ FAMILIES = {  # template file -> the format it teaches
     "ministral3_devstral2.jinja": "mistral",
     "hy3.jinja": "hy3_preview",
 }
-UNSUPPORTED = ["gpt_oss.jinja", "llama3_1.jinja"]
+UNSUPPORTED = ["llama3_1.jinja"]
 
 STRING = {"type": "string"}
 TOOLS = [
@@ -72,10 +72,10 @@ def conversation(calls: list[tuple[str, dict]]) -> list[dict]:
     ]
 
 
-def generated_turn(source: str, messages: list[dict]) -> tuple[str, str]:
+def generated_turn(source: str, messages: list[dict], tools: list[dict] = TOOLS) -> tuple[str, str]:
     """The prompt up to the assistant turn and the text the model would have generated."""
-    prompt = render_chat(source, messages[:-1], tools=TOOLS, add_generation_prompt=True)
-    full = render_chat(source, messages, tools=TOOLS, add_generation_prompt=False)
+    prompt = render_chat(source, messages[:-1], tools=tools, add_generation_prompt=True)
+    full = render_chat(source, messages, tools=tools, add_generation_prompt=False)
     if full.startswith(prompt):
         return prompt, full[len(prompt):]
     # The generation prompt pre-opens reasoning (``<think>``) that the history spells differently
@@ -112,6 +112,23 @@ def test_rendered_calls_parse_back_equal(file_name, calls):
 @pytest.mark.parametrize("file_name", sorted(FAMILIES))
 def test_detect_format_names_the_template_format(file_name):
     assert detect_format(template(file_name)) == FAMILIES[file_name]
+
+
+@pytest.mark.parametrize("call", [("write_file", WRITE), ("edit", EDIT)], ids=["write", "edit"])
+def test_gpt_oss_turn_splits_into_reasoning_and_a_call(call):
+    """gpt-oss renders one call per assistant message, after its analysis (the ``thinking`` field)."""
+    source = template("gpt_oss.jinja")
+    messages = conversation([call])
+    messages[-1]["thinking"] = "I will write it."
+    described = [{**t, "function": {**t["function"], "description": t["function"]["name"]}} for t in TOOLS]
+    prompt, turn = generated_turn(source, messages, described)
+    assert prompt.endswith("<|start|>assistant") and detect_format(source) == "harmony"
+    parser = ToolCallParser("harmony", TOOLS)
+    reasoning, content = ChannelSplitter(FORMATS["harmony"].channels).split(turn)
+    result = parse_both(parser, content, random_count=3)
+    assert reasoning == "I will write it."
+    assert [(c.name, c.arguments, c.complete) for c in result.tool_calls] == [(*call, True)]
+    assert result.content is None
 
 
 @pytest.mark.parametrize("file_name", UNSUPPORTED)

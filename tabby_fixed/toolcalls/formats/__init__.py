@@ -7,6 +7,7 @@ from types import MappingProxyType
 from .base import CallFormat
 from .deepseek import DeepSeekV4, DeepSeekV31, DeepSeekV32
 from .glm4_5 import Glm45, Glm47
+from .harmony import Harmony
 from .hermes import Hermes
 from .hy3 import Hy3, Hy3Preview
 from .kimi_k2 import KimiK2
@@ -23,7 +24,7 @@ class UnknownFormatError(ValueError):
 #: Most specific first: detection asks them in this order.
 _FORMATS: tuple[CallFormat, ...] = (
     MiniMaxM2(), Glm47(), Glm45(), Hy3(), Hy3Preview(), SeedOss(), Qwen3Coder(), KimiK2(), DeepSeekV31(),
-    DeepSeekV32(), DeepSeekV4(), Mistral(), MistralOld(), Hermes(),
+    DeepSeekV32(), DeepSeekV4(), Mistral(), MistralOld(), Harmony(), Hermes(),
 )
 
 #: Every accepted name (canonical names and aliases) to its format.

@@ -8,7 +8,7 @@ of the parser's buffer, with a result, ``NEED`` (only before the end of input) o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from ..partial import finished_members
 from ..scanner import HEADER_LIMIT, NEED, attribute_name, read_header, skip_space, starts, unquote, valid_name
@@ -64,6 +64,27 @@ class ParamOpened:
 #: Opened | JsonOpened | ParamOpened | NEED | None, depending on the question.
 Answer = Any
 
+Route = Literal["reasoning", "content", "tool"]
+
+
+class MessageChannels:
+    """An answer made of messages, ``HEADER<|message|>BODY`` then an end token, whose header says
+    where the body goes (gpt-oss's harmony, Muse Glimmer). The prompt ends with
+    ``<|start|>assistant``, so generation starts inside the first message's header.
+
+    ``reasoning.ChannelSplitter`` routes the bodies; a tool message is handed on to the tool-call
+    parser as ``<|start|>HEADER<|message|>BODY`` plus ``tool_end`` when the format's calls are
+    named in the header, or as its body alone when ``tool_end`` is empty.
+    """
+
+    message = "<|message|>"
+    start = "<|start|>"
+    ends: tuple[str, ...] = ()
+    tool_end = ""
+
+    def route(self, header: str) -> Route:
+        raise NotImplementedError
+
 
 class CallFormat:
     """Base for every format. Subclasses set the class attributes and answer the questions."""
@@ -87,6 +108,8 @@ class CallFormat:
     #: Other spellings of the closing tags (Hy3's ``:opensource`` tokens).
     call_close_spellings: tuple[str, ...] = ()
     wrapper_close_spellings: tuple[str, ...] = ()
+    #: For formats whose whole answer is channelled messages: how to route them.
+    channels: MessageChannels | None = None
     #: Reasoning tags of the family, when they are not ``<think>``/``</think>``: candidate pairs,
     #: the first whose opening tag the chat template mentions wins (the first pair otherwise).
     reasoning_tags: tuple[tuple[str, str], ...] = ()
