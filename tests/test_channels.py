@@ -1,5 +1,6 @@
-"""Channelled answers (gpt-oss harmony): reasoning from analysis, content from final and
-preambles, calls handed to the tool-call parser, in any chunking."""
+"""Channelled answers (gpt-oss harmony, Muse Glimmer): reasoning from analysis (``to=self``),
+content from final and preambles (``to=user``), calls handed to the tool-call parser, in any
+chunking."""
 
 from __future__ import annotations
 
@@ -9,26 +10,27 @@ from hypothesis import strategies as st
 
 from tabby_fixed.reasoning import ChannelSplitter, ReasoningDelta
 from tabby_fixed.toolcalls import FORMATS, ContentDelta, ToolCallParser
+from tabby_fixed.toolcalls.formats.base import MessageChannels
 from tests.support import chunkings, chunks_at, parse_both
 from tests.toolcalls.test_formats import TOOLS
 
 HARMONY = FORMATS["harmony"].channels
 
 
-def split_both(text: str) -> tuple[str | None, str]:
+def split_both(text: str, channels: MessageChannels = HARMONY) -> tuple[str | None, str]:
     """The whole-text split, after checking every chunking streams to the same split."""
-    expected = ChannelSplitter(HARMONY).split(text)
+    expected = ChannelSplitter(channels).split(text)
     for chunks in chunkings(text, random_count=6):
-        splitter = ChannelSplitter(HARMONY)
+        splitter = ChannelSplitter(channels)
         events = [e for chunk in chunks for e in splitter.feed(chunk)] + splitter.close()
         assert (splitter.reasoning, splitter.content) == expected
         assert "".join(e.text for e in events if isinstance(e, ContentDelta)) == expected[1]
     return expected
 
 
-def answer(text: str) -> tuple[str | None, str | None, list]:
-    reasoning, content = split_both(text)
-    result = parse_both(ToolCallParser("harmony", TOOLS), content, random_count=4)
+def answer(text: str, tool_format: str = "harmony") -> tuple[str | None, str | None, list]:
+    reasoning, content = split_both(text, FORMATS[tool_format].channels)
+    result = parse_both(ToolCallParser(tool_format, TOOLS), content, random_count=4)
     return reasoning, result.content, [(c.name, c.arguments, c.complete) for c in result.tool_calls]
 
 
@@ -66,6 +68,15 @@ def test_cut_call_is_incomplete_with_the_arguments_that_finished():
     text = ANALYSIS + '<|start|>assistant to=functions.write_file<|channel|>commentary json<|message|>' \
                       '{"path": "a.py", "content": "x = '
     assert answer(text) == ("Need the listing.", None, [("write_file", {"path": "a.py"}, False)])
+
+
+def test_glimmer_routes_by_recipient():
+    call = '<atem:function_calls>\n<atem:invoke name="list_dir">\n<atem:parameter name="path">.</atem:parameter>\n' \
+           "</atem:invoke>\n</atem:function_calls>"
+    text = (" to=self<|message|>Need the listing.<|eom|><|start|>assistant to=user<|message|>Looking.<|eom|>"
+            f"<|start|>assistant to=list_dir<|message|>{call}<|eom|>")
+    assert answer(text, "muse_glimmer") == ("Need the listing.", "Looking.", [("list_dir", {"path": "."}, True)])
+    assert split_both("<|message|>no recipient<|eot|>", FORMATS["muse_glimmer"].channels) == (None, "no recipient")
 
 
 @settings(max_examples=150, deadline=None)

@@ -38,15 +38,20 @@ def admin(format_server: LiveServer) -> openai.OpenAI:
     return openai.OpenAI(base_url=format_server.v1, api_key=ADMIN_KEY, max_retries=0, timeout=30)
 
 
-#: Families whose reasoning and text are channelled messages rather than tagged text.
-CHANNELLED = {"harmony": "<|channel|>analysis<|message|>The listing first.<|end|>"
-                         "<|start|>assistant<|channel|>commentary<|message|>Checking the folder.\n<|end|>"}
+#: Families whose reasoning and text are channelled messages rather than tagged text: what goes
+#: before the calls and after them.
+CHANNELLED = {
+    "harmony": ("<|channel|>analysis<|message|>The listing first.<|end|>"
+                "<|start|>assistant<|channel|>commentary<|message|>Checking the folder.\n<|end|>", ""),
+    "muse_glimmer": (" to=self<|message|>The listing first.<|eom|><|start|>assistant to=user<|message|>"
+                     "Checking the folder.\n<|eom|><|start|>assistant to=list_dir<|message|>", "<|eom|>"),
+}
 
 
 def answer(case: FormatCase) -> str:
     start, end = reasoning_tags(case.name, None) or ("<think>", "</think>")
-    prose = CHANNELLED.get(case.name, f"{start}The listing first.{end}Checking the folder.\n")
-    return prose + case.write([LIST, WRITE])
+    before, after = CHANNELLED.get(case.name, (f"{start}The listing first.{end}Checking the folder.\n", ""))
+    return before + case.write([LIST, WRITE]) + after
 
 
 def check_message(case: FormatCase, reasoning: str | None, content: str | None, calls: list) -> None:

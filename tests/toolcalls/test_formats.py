@@ -49,11 +49,18 @@ def glm4_7(calls: list[Call]) -> str:
                    for name, arguments in calls)
 
 
-def minimax_m2(calls: list[Call]) -> str:
-    invokes = "".join(f'<invoke name="{name}">\n' + "".join(
-        f'<parameter name="{k}">{_text(v)}</parameter>\n' for k, v in arguments.items()) + "</invoke>\n"
-        for name, arguments in calls)
-    return f"<minimax:tool_call>\n{invokes}</minimax:tool_call>"
+def _invokes(wrapper: str, invoke: str, parameter: str,
+             attributes: Callable[[object], str] = lambda v: "") -> Callable[[list[Call]], str]:
+    """``<WRAPPER><INVOKE name="N"><PARAMETER name="K"…>V</PARAMETER></INVOKE></WRAPPER>`` writers."""
+    def write(calls: list[Call]) -> str:
+        invokes = "".join(f'<{invoke} name="{name}">\n' + "".join(
+            f'<{parameter} name="{k}"{attributes(v)}>{_text(v)}</{parameter}>\n' for k, v in arguments.items())
+            + f"</{invoke}>\n" for name, arguments in calls)
+        return f"<{wrapper}>\n{invokes}</{wrapper}>"
+    return write
+
+
+minimax_m2 = _invokes("minimax:tool_call", "invoke", "parameter")
 
 
 def hermes(calls: list[Call]) -> str:
@@ -85,12 +92,8 @@ def deepseek_v31(calls: list[Call]) -> str:
 
 
 def _dsml(block: str) -> Callable[[list[Call]], str]:
-    def write(calls: list[Call]) -> str:
-        invokes = "".join(f'<｜DSML｜invoke name="{name}">\n' + "".join(
-            f'<｜DSML｜parameter name="{k}" string="{str(isinstance(v, str)).lower()}">{_text(v)}</｜DSML｜parameter>\n'
-            for k, v in arguments.items()) + "</｜DSML｜invoke>\n" for name, arguments in calls)
-        return f"<｜DSML｜{block}>\n{invokes}</｜DSML｜{block}>"
-    return write
+    return _invokes(f"｜DSML｜{block}", "｜DSML｜invoke", "｜DSML｜parameter",
+                    lambda v: f' string="{str(isinstance(v, str)).lower()}"')
 
 
 def mistral(calls: list[Call]) -> str:
@@ -140,6 +143,7 @@ CASES = [
     FormatCase("hy3", _hy3(":opensource"), "</arg_value:opensource>"),
     FormatCase("hy3_preview", _hy3(""), "</arg_value>"),
     FormatCase("harmony", harmony, None),
+    FormatCase("muse_glimmer", _invokes("atem:function_calls", "atem:invoke", "atem:parameter"), "</atem:parameter>"),
 ]
 
 WRITE = ("write_file", {"path": "src/ok.py", "content": "def f():\n    return 1\n", "count": 3, "ratio": 0.5,

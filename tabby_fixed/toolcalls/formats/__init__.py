@@ -13,6 +13,7 @@ from .hy3 import Hy3, Hy3Preview
 from .kimi_k2 import KimiK2
 from .minimax_m2 import MiniMaxM2
 from .mistral import Mistral, MistralOld
+from .muse_glimmer import MuseGlimmer
 from .qwen3_coder import Qwen3Coder
 from .seed_oss import SeedOss
 
@@ -24,7 +25,7 @@ class UnknownFormatError(ValueError):
 #: Most specific first: detection asks them in this order.
 _FORMATS: tuple[CallFormat, ...] = (
     MiniMaxM2(), Glm47(), Glm45(), Hy3(), Hy3Preview(), SeedOss(), Qwen3Coder(), KimiK2(), DeepSeekV31(),
-    DeepSeekV32(), DeepSeekV4(), Mistral(), MistralOld(), Harmony(), Hermes(),
+    DeepSeekV32(), DeepSeekV4(), Mistral(), MistralOld(), Harmony(), MuseGlimmer(), Hermes(),
 )
 
 #: Every accepted name (canonical names and aliases) to its format.

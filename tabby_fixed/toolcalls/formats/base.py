@@ -247,9 +247,11 @@ def wrapped_header_call(text: str, final: bool, wrapper: str, prefix: str) -> An
     return header_call(text, start, prefix, final, wrapped=True) if isinstance(start, int) else start
 
 
-def parameter_tag(text: str, final: bool, call_close: str, json_value_tag: str | None = None) -> Answer:
-    """``<parameter=K>`` in any accepted spelling, a nameless ``<parameter>``, or a nameless
-    ``json_value_tag`` (``<arg_value>``) holding all arguments as one JSON object."""
+def parameter_tag(text: str, final: bool, call_close: str, json_value_tag: str | None = None,
+                  prefix: str = "<parameter") -> Answer:
+    """``<parameter=K>`` in any accepted spelling (or another ``prefix``: ``<atem:parameter``), a
+    nameless ``<parameter>``, or a nameless ``json_value_tag`` (``<arg_value>``) holding all
+    arguments as one JSON object."""
     if json_value_tag is not None:
         opened = starts(text, 0, json_value_tag, final)
         if opened is True:
@@ -257,11 +259,11 @@ def parameter_tag(text: str, final: bool, call_close: str, json_value_tag: str |
                                ends_before=(call_close,))
         if opened is NEED:
             return NEED
-    header = read_header(text, 0, "<parameter", final)
+    header = read_header(text, 0, prefix, final)
     if not isinstance(header, tuple):
         return header
     attributes, end = header
     key = attribute_name(attributes)
     if key is None:
         return None
-    return ParamOpened(key or None, end, "</parameter>")
+    return ParamOpened(key or None, end, prefix.replace("<", "</") + ">")
