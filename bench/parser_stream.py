@@ -5,8 +5,9 @@ Deltas are 4 characters, about what a model emits per token. Linear parsing mean
 delta does not grow with the argument's length, so the 64K/16K ratio of total time is about 4.
 Each format writes the call the way its template does (the writers of the format tests). XML
 formats stream string arguments as they arrive; JSON-bodied ones (hermes, kimi_k2, mistral, ...)
-hold the call until its JSON is complete. Time is the thread's CPU time, so other processes on
-the machine do not count.
+hold the call until its JSON is complete. Channelled formats (harmony, muse_glimmer) go through
+their channel splitter first, as in the server. Time is the thread's CPU time, so other processes
+on the machine do not count.
 Run: ``make bench`` (or ``.venv/bin/python -m bench.parser_stream``).
 """
 
@@ -14,7 +15,8 @@ from __future__ import annotations
 
 import time
 
-from tabby_fixed.toolcalls import ToolCallParser
+from tabby_fixed.reasoning import ChannelSplitter
+from tabby_fixed.toolcalls import FORMATS, ContentDelta, ToolCallParser, ToolCallStream
 from tests.toolcalls.test_formats import CASES, FormatCase
 
 TOOLS = [{"type": "function", "function": {"name": "write_file", "parameters": {"type": "object", "properties": {
@@ -29,8 +31,19 @@ def code(size: int) -> str:
     return (LINE * (size // len(LINE) + 1))[:size]
 
 
+#: The message envelope around a call, for formats whose answer is channelled messages.
+ENVELOPE = {"muse_glimmer": ("<|start|>assistant to=write_file<|message|>", "<|eom|>")}
+
+
 def call_text(size: int, case: FormatCase) -> str:
-    return case.write([("write_file", {"path": "src/app.py", "content": code(size)})])
+    before, after = ENVELOPE.get(case.name, ("", ""))
+    return before + case.write([("write_file", {"path": "src/app.py", "content": code(size)})]) + after
+
+
+def feed_content(stream: ToolCallStream, pieces: list) -> None:
+    for piece in pieces:
+        if isinstance(piece, ContentDelta):
+            stream.feed(piece.text)
 
 
 def seconds_to_stream(text: str, tool_format: str) -> float:
@@ -39,9 +52,12 @@ def seconds_to_stream(text: str, tool_format: str) -> float:
     deltas = [text[at:at + DELTA] for at in range(0, len(text), DELTA)]
     for _ in range(ROUNDS):
         stream = parser.stream()
+        channels = FORMATS[tool_format].channels
+        splitter = ChannelSplitter(channels) if channels else None
         started = time.thread_time()
         for delta in deltas:
-            stream.feed(delta)
+            feed_content(stream, splitter.feed(delta) if splitter else [ContentDelta(delta)])
+        feed_content(stream, splitter.close() if splitter else [])
         stream.close()
         best = min(best, time.thread_time() - started)
         call = stream.result.tool_calls[0]

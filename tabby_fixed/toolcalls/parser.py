@@ -142,6 +142,45 @@ class _JsonEnd:
         return False
 
 
+class _TagEnd:
+    """A call body that ends at a tag (``JsonOpened.until``), with ``_JsonEnd``'s interface: the
+    text grows as pieces, each searched once together with the few characters before it that
+    could begin the tag."""
+
+    def __init__(self, text: str, start: int, tag: str) -> None:
+        self.start = start
+        self._tag = tag
+        self._pieces = [text]
+        self._unsearched = [text[start:]]
+        self._searched = start  # characters of the whole text searched so far
+        self._tail = ""  # the end of the searched text, which may begin the tag
+        self._end: int | None = None
+
+    def add(self, delta: str) -> None:
+        self._pieces.append(delta)
+        if self._end is None:
+            self._unsearched.append(delta)
+
+    def text(self) -> str:
+        joined = "".join(self._pieces)
+        self._pieces = [joined]
+        return joined
+
+    def end(self) -> int | None:
+        """Index where the tag starts, once it has arrived."""
+        for piece in self._unsearched:
+            if self._end is not None:
+                break
+            window = self._tail + piece
+            at = window.find(self._tag)
+            if at >= 0:
+                self._end = self._searched - len(self._tail) + at
+            self._searched += len(piece)
+            self._tail = window[-(len(self._tag) - 1):] if len(self._tag) > 1 else ""
+        self._unsearched = []
+        return self._end
+
+
 def _escape(text: str) -> str:
     """The JSON string escaping of text, without quotes; it is per character, so pieces concatenate."""
     return json.dumps(text, ensure_ascii=False)[1:-1]
@@ -162,7 +201,7 @@ class ToolCallStream:
         self._calls: list[_Call] = []
         self._call: _Call | None = None  # the call being read
         self._param: _Param | None = None  # the parameter being read
-        self._json: _JsonEnd | None = None  # the JSON-bodied call being read
+        self._json: _JsonEnd | _TagEnd | None = None  # the JSON-bodied call being read
         self._json_opened = JsonOpened(0)  # how it opened
         self._content: list[str] = []
         self._events: list[Event] = []
@@ -234,7 +273,8 @@ class ToolCallStream:
         return True
 
     def _open_json(self, opened: JsonOpened, leading: int) -> None:
-        self._json = _JsonEnd(self._buffer, leading + opened.length)
+        start = leading + opened.length
+        self._json = _TagEnd(self._buffer, start, opened.until) if opened.until else _JsonEnd(self._buffer, start)
         self._json_opened = opened
         self._state = _State.JSON
 
@@ -259,7 +299,7 @@ class ToolCallStream:
                 return False
         else:
             try:
-                body = loads_json(self._buffer[start:end])
+                body = self._format.decode_body(self._buffer[start:end])
             except (ValueError, RecursionError):
                 body = None
             calls = self._format.call_from_json(body, opened, self._schemas)

@@ -8,13 +8,10 @@ A string, object, array or literal is finished at its last character; a number o
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from .scanner import skip_space
-from .schema import finite_float, no_constant
-
-_DECODER = json.JSONDecoder(strict=False, parse_float=finite_float, parse_constant=no_constant)
+from .schema import JSON_DECODER as _DECODER
 
 
 def finished_members(text: str, start: int = 0) -> tuple[dict[str, Any], tuple[str, int] | None]:

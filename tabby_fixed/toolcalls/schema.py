@@ -143,6 +143,10 @@ def no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+#: The decoder ``loads_json`` uses, for reading one value out of longer text (``raw_decode``).
+JSON_DECODER = json.JSONDecoder(strict=False, parse_float=finite_float, parse_constant=no_constant)
+
+
 def loads_json(text: str) -> Any:
     """``json.loads`` for model output: raw control characters allowed inside strings (models write
     them), NaN, Infinity and overflowing numbers refused (they would not survive ``json.dumps``)."""

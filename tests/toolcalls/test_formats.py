@@ -120,6 +120,20 @@ def harmony(calls: list[Call]) -> str:
                    for name, a in calls)
 
 
+def _gemma(value: object) -> str:
+    if isinstance(value, str):
+        return f'<|"|>{value}<|"|>'
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{_gemma(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_gemma(v) for v in value) + "]"
+    return json.dumps(value)
+
+
+def gemma4(calls: list[Call]) -> str:
+    return "".join(f"<|tool_call>call:{name}{_gemma(a)}<tool_call|>" for name, a in calls)
+
+
 @dataclass(frozen=True)
 class FormatCase:
     name: str
@@ -143,6 +157,7 @@ CASES = [
     FormatCase("hy3", _hy3(":opensource"), "</arg_value:opensource>"),
     FormatCase("hy3_preview", _hy3(""), "</arg_value>"),
     FormatCase("harmony", harmony, None),
+    FormatCase("gemma4", gemma4, None),
     FormatCase("muse_glimmer", _invokes("atem:function_calls", "atem:invoke", "atem:parameter"), "</atem:parameter>"),
 ]
 

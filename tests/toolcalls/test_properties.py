@@ -26,7 +26,10 @@ TOKENS = ["<tool_call>", "</tool_call>", "<function=", "</function>", "<paramete
           "<｜DSML｜parameter name=", ' string="true">', "</｜DSML｜parameter>", "</｜DSML｜tool_calls>",
           "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "[{", "}]", "<tool_calls>", "<tool_calls:opensource>",
           "<tool_call:opensource>", "<tool_sep>", "<tool_sep:opensource>", "<arg_key:opensource>",
-          "</arg_value:opensource>", "</tool_call:opensource>", "</tool_calls>"]
+          "</arg_value:opensource>", "</tool_call:opensource>", "</tool_calls>",
+          "<|start|>assistant to=functions.list_dir", "<|channel|>commentary json", "<|message|>", "<|call|>",
+          "<atem:function_calls>", '<atem:invoke name="list_dir">', '<atem:parameter name="path">',
+          "</atem:parameter>", "</atem:invoke>", "<|tool_call>call:", "<|\"|>", "<tool_call|>", "path:"]
 FORMAT_NAMES = sorted({fmt.names[0] for fmt in FORMATS.values()})
 
 markup_soup = st.lists(st.sampled_from(TOKENS), max_size=60).map("".join)

@@ -6,6 +6,7 @@ from types import MappingProxyType
 
 from .base import CallFormat
 from .deepseek import DeepSeekV4, DeepSeekV31, DeepSeekV32
+from .gemma4 import Gemma4
 from .glm4_5 import Glm45, Glm47
 from .harmony import Harmony
 from .hermes import Hermes
@@ -25,7 +26,7 @@ class UnknownFormatError(ValueError):
 #: Most specific first: detection asks them in this order.
 _FORMATS: tuple[CallFormat, ...] = (
     MiniMaxM2(), Glm47(), Glm45(), Hy3(), Hy3Preview(), SeedOss(), Qwen3Coder(), KimiK2(), DeepSeekV31(),
-    DeepSeekV32(), DeepSeekV4(), Mistral(), MistralOld(), Harmony(), MuseGlimmer(), Hermes(),
+    DeepSeekV32(), DeepSeekV4(), Mistral(), MistralOld(), Harmony(), MuseGlimmer(), Gemma4(), Hermes(),
 )
 
 #: Every accepted name (canonical names and aliases) to its format.

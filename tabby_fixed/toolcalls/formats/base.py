@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from ..partial import finished_members
 from ..scanner import HEADER_LIMIT, NEED, attribute_name, read_header, skip_space, starts, unquote, valid_name
-from ..schema import Kind, ToolSchemas, conform_json_arguments
+from ..schema import Kind, ToolSchemas, conform_json_arguments, loads_json
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,9 @@ class JsonOpened:
     length: int
     name: str | None = None
     call_id: str | None = None
+    #: The body ends where this tag starts rather than where its JSON closes (Gemma 4's bodies are
+    #: not JSON); ``decode_body`` reads it.
+    until: str = ""
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,10 @@ class CallFormat:
     def open_param(self, text: str, final: bool) -> Answer:
         """Inside a call, at ``<``: ParamOpened, NEED or None."""
         return None
+
+    def decode_body(self, text: str) -> Any:
+        """A complete JSON-bodied call's value; ValueError when it is not one."""
+        return loads_json(text)
 
     def call_from_json(self, body: Any, opened: JsonOpened, schemas: ToolSchemas) -> list[Decoded] | None:
         """For JSON-bodied formats: the calls in a complete JSON value, or None when it holds none.
