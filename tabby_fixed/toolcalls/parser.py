@@ -11,6 +11,12 @@ States::
       ▲   └─JSON-bodied start──▶ JSON ──object complete──▶ BETWEEN
       │                                                      │
       └──────── anything else ◀── BETWEEN ◀── closing tag ── BODY ◀── value's closing tag
+
+A JSON-bodied call is held in JSON until its value is complete (by its braces, or up to a tag
+for bodies that are not JSON: Gemma 4), then begins and ends at once; BETWEEN may open the next
+one. Its name comes from the value (Hermes) or from the header before it (Kimi, Mistral), and
+the model's own call id with it. Cut off by the end of generation, it is still a call, with
+``complete=False``, once its name is known.
 """
 
 from __future__ import annotations

@@ -6,13 +6,14 @@ outside the project's workspace has no ../shared; these tests then skip.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from tabby_fixed.reasoning import ChannelSplitter, ReasoningSplitter, starts_in_reasoning
 from tabby_fixed.templating import render_chat
-from tabby_fixed.toolcalls import FORMATS, ToolCallParser, detect_format
+from tabby_fixed.toolcalls import FORMATS, ToolCallParser, detect_format, reasoning_tags
 from tests.support import parse_both, tool
 
 TEMPLATES = Path(__file__).resolve().parents[3] / "shared" / "templates"
@@ -134,3 +135,29 @@ def test_gpt_oss_turn_splits_into_reasoning_and_a_call(call):
 @pytest.mark.parametrize("file_name", UNSUPPORTED)
 def test_detect_format_declines_formats_it_cannot_parse(file_name):
     assert detect_format(template(file_name)) is None
+
+
+def shipping_hy3() -> str:
+    """The preview template with the shipping tokenizer's ``:opensource`` tokens in its token variables."""
+    return re.sub(r"'<(/?)(think|tool_calls|tool_call|tool_sep|arg_key|arg_value)>'", r"'<\1\2:opensource>'",
+                  template("hy3.jinja"))
+
+
+@pytest.mark.parametrize("calls", [[("write_file", WRITE)], [("edit", EDIT), ("write_file", WRITE)]],
+                         ids=["one call", "two calls"])
+def test_hy3_shipping_tokens_round_trip_with_reasoning(calls):
+    source = shipping_hy3()
+    assert detect_format(source) == "hy3" and reasoning_tags("hy3", source) == ("<think:opensource>",
+                                                                               "</think:opensource>")
+    messages = conversation(calls)
+    messages[-1]["reasoning_content"] = "Two edits."
+    prompt = render_chat(source, messages[:-1], tools=TOOLS, reasoning_effort="high")
+    assert starts_in_reasoning(prompt, "<think:opensource>", "</think:opensource>")
+    turn = "Two edits.</think:opensource>" + render_chat(source, messages, tools=TOOLS, add_generation_prompt=False,
+                                                         reasoning_effort="high").split("</think:opensource>")[-1]
+    parser = ToolCallParser("hy3", TOOLS)
+    splitter = ReasoningSplitter(True, "<think:opensource>", "</think:opensource>", exit_tags=(parser.call_start,))
+    reasoning, content = splitter.split(turn)
+    result = parse_both(parser, content, random_count=3)
+    assert reasoning == "Two edits."
+    assert [(c.name, c.arguments, c.complete) for c in result.tool_calls] == [(n, a, True) for n, a in calls]
