@@ -4,8 +4,9 @@ then 64 KiB, of code.
 Deltas are 4 characters, about what a model emits per token. Linear parsing means the cost per
 delta does not grow with the argument's length, so the 64K/16K ratio of total time is about 4.
 Each format writes the call the way its template does (the writers of the format tests). XML
-formats stream string arguments as they arrive; JSON-bodied ones (hermes, kimi_k2, mistral, ...)
-hold the call until its JSON is complete. Channelled formats (harmony, muse_glimmer) go through
+formats, and JSON formats whose header names the call (kimi_k2, mistral, harmony, deepseek_v31),
+stream string arguments as they arrive; hermes, mistral_old and gemma4 hold the call until its
+body is complete. Channelled formats (harmony, muse_glimmer) go through
 their channel splitter first, as in the server. Time is the thread's CPU time, so other processes
 on the machine do not count.
 Run: ``make bench`` (or ``.venv/bin/python -m bench.parser_stream``).

@@ -22,6 +22,7 @@ the model's own call id with it. Cut off by the end of generation, it is still a
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from enum import Enum, auto
 from typing import Any
@@ -37,8 +38,9 @@ from .events import (
 )
 from .formats import CallFormat, get_format
 from .formats.base import Decoded, JsonOpened, Opened, ParamOpened
-from .scanner import NEED, scan, skip_space, starts
+from .scanner import HEADER_LIMIT, NEED, scan, skip_space, starts
 from .schema import (
+    JSON_DECODER,
     Choices,
     Kind,
     ToolSchemas,
@@ -55,6 +57,7 @@ _CLOSE_LOOKAHEAD = 256
 class _State(Enum):
     TEXT = auto()  # outside calls: content until a start marker
     JSON = auto()  # a JSON-bodied call whose object is not complete yet (still undecided)
+    ARGS = auto()  # the JSON arguments object of a call its header named, read as it arrives
     BODY = auto()  # inside a call, between parameters
     VALUE = auto()  # inside a parameter's value
     BETWEEN = auto()  # a call just closed: its wrapper's close tag or the next call may follow
@@ -89,6 +92,55 @@ class _Param:
     parts: list[str] = field(default_factory=list)
     started: bool = False  # the first character arrived (a framing newline is dropped)
     held_newline: bool = False  # a trailing newline that may be the framing one
+
+
+class _Phase(Enum):
+    """Where the reader of a streamed JSON arguments object is."""
+
+    OPEN = auto()  # before its ``{``
+    KEY = auto()  # before a member's key (or the ``}`` of an empty object)
+    COLON = auto()
+    VALUE = auto()
+    STRING = auto()  # inside a string value: it streams
+    NESTED = auto()  # inside an object or array value (``_JsonEnd`` finds its end)
+    SCALAR = auto()  # inside a number or literal
+    AFTER = auto()  # after a value: ``,`` or ``}``
+
+
+@dataclass
+class _JsonArguments:
+    phase: _Phase = _Phase.OPEN
+    key: str = ""
+    first: bool = True  # no member yet: ``}`` may close the object
+    skipped: bool = False  # a repeated key: the first one counts
+    parts: list[str] = field(default_factory=list)
+
+
+#: What ends a plain run of a JSON string, and a number or literal.
+_STRING_STOP = re.compile(r'["\\]')
+_SCALAR_END = re.compile(r"[\s,}\]]")
+
+
+def _escape_size(text: str) -> int | None:
+    """Characters of the JSON escape at the start of text (a surrogate pair is one); None while
+    more text could change the answer."""
+    if len(text) < 2:
+        return None
+    if text[1] != "u":
+        return 2
+    if len(text) < 6:
+        return None
+    try:
+        high = 0xD800 <= int(text[2:6], 16) <= 0xDBFF
+    except ValueError:
+        return 6
+    if not high:
+        return 6
+    if len(text) < 8:
+        return None
+    if text[6:8] != "\\u":
+        return 6
+    return 12 if len(text) >= 12 else None
 
 
 class _JsonEnd:
@@ -209,12 +261,14 @@ class ToolCallStream:
         self._param: _Param | None = None  # the parameter being read
         self._json: _JsonEnd | _TagEnd | None = None  # the JSON-bodied call being read
         self._json_opened = JsonOpened(0)  # how it opened
+        self._arguments = _JsonArguments()  # the streamed JSON arguments being read
         self._content: list[str] = []
         self._events: list[Event] = []
         self._closed = False
         self._steps = {
             _State.TEXT: self._step_text,
             _State.JSON: self._step_json,
+            _State.ARGS: self._step_args,
             _State.BODY: self._step_body,
             _State.VALUE: self._step_value,
             _State.BETWEEN: self._step_between,
@@ -236,6 +290,7 @@ class ToolCallStream:
         events = self._run(final=True)
         call = self._call
         if call is not None:
+            self._to_call(self._take(len(self._buffer)))  # a cut escape or number: the call's text
             if self._param is not None and self._param.held_newline:
                 self._args(_escape("\n"))
             self._emit(ToolCallEnd(call.index))
@@ -279,6 +334,12 @@ class ToolCallStream:
         return True
 
     def _open_json(self, opened: JsonOpened, leading: int) -> None:
+        if opened.name is not None and not opened.until:  # named already: its arguments stream
+            self._begin_call(Opened(opened.name, opened.length, wrapped=True, call_id=opened.call_id),
+                             leading=self._take(leading))
+            self._arguments = _JsonArguments()
+            self._state = _State.ARGS
+            return
         start = leading + opened.length
         self._json = _TagEnd(self._buffer, start, opened.until) if opened.until else _JsonEnd(self._buffer, start)
         self._json_opened = opened
@@ -322,6 +383,134 @@ class ToolCallStream:
         self._begin_call(Opened(call.name, length, wrapped=True, call_id=call.call_id))
         for key, value in call.arguments.items():
             self._add_argument(key, value)
+
+    # -- JSON arguments, streamed --------------------------------------------------------------
+
+    def _step_args(self, final: bool) -> bool:
+        reader = self._arguments
+        if reader.phase is _Phase.STRING:
+            return self._args_string(final)
+        if reader.phase is _Phase.NESTED:
+            return self._args_nested(final)
+        if reader.phase is _Phase.SCALAR:
+            found = _SCALAR_END.search(self._buffer)
+            return self._args_value(self._buffer[:found.start()]) if found else False
+        self._to_call(self._take(skip_space(self._buffer, 0)))
+        if not self._buffer:
+            return False
+        char = self._buffer[0]
+        if reader.phase is _Phase.AFTER and char == ",":
+            self._to_call(self._take(1))
+            reader.phase, reader.first = _Phase.KEY, False
+        elif char == "}" and (reader.phase is _Phase.AFTER or (reader.phase is _Phase.KEY and reader.first)):
+            self._to_call(self._take(1))
+            self._close_call(_State.BETWEEN)
+        elif reader.phase is _Phase.OPEN and char == "{":
+            self._to_call(self._take(1))
+            reader.phase = _Phase.KEY
+        elif reader.phase is _Phase.KEY and char == '"':
+            return self._args_key(final)
+        elif reader.phase is _Phase.COLON and char == ":":
+            self._to_call(self._take(1))
+            reader.phase = _Phase.VALUE
+        elif reader.phase is _Phase.VALUE:
+            self._args_value_start(char)
+        else:
+            return self._args_broken()
+        return True
+
+    def _args_key(self, final: bool) -> bool:
+        try:
+            key, end = JSON_DECODER.raw_decode(self._buffer)
+        except (ValueError, RecursionError):
+            if final or len(self._buffer) > HEADER_LIMIT:
+                return self._args_broken()
+            return False
+        self._to_call(self._take(end))
+        self._arguments.key, self._arguments.phase = key, _Phase.COLON
+        return True
+
+    def _args_value_start(self, char: str) -> None:
+        reader, call = self._arguments, self._call
+        assert call is not None
+        reader.skipped = reader.key in call.emitted_keys
+        if char == '"':
+            self._to_call(self._take(1))
+            reader.parts, reader.phase = [], _Phase.STRING
+            if not reader.skipped:
+                self._emit_key(reader.key)
+                self._args('"')
+        elif char in "{[":
+            self._json, reader.phase = _JsonEnd(self._buffer, 0), _Phase.NESTED
+        else:
+            reader.phase = _Phase.SCALAR
+
+    def _args_string(self, final: bool) -> bool:
+        reader, call = self._arguments, self._call
+        assert call is not None
+        stop = _STRING_STOP.search(self._buffer)
+        self._args_text(self._take(stop.start() if stop else len(self._buffer)))
+        if stop is None:
+            return False
+        if self._buffer[0] == '"':
+            self._to_call(self._take(1))
+            if not reader.skipped:
+                self._args('"')
+                call.arguments[reader.key] = "".join(reader.parts)
+            reader.phase = _Phase.AFTER
+            return True
+        size = _escape_size(self._buffer)
+        if size is None:
+            return False
+        try:
+            text = loads_json(f'"{self._buffer[:size]}"')
+        except ValueError:
+            return self._args_broken()
+        self._args_text(self._take(size), text)
+        return True
+
+    def _args_text(self, raw: str, text: str | None = None) -> None:
+        """String text as written (raw) and what it means (text; raw itself when no escape)."""
+        if not raw:
+            return
+        self._to_call(raw)
+        text = raw if text is None else text
+        if not self._arguments.skipped:
+            self._arguments.parts.append(text)
+            self._args(_escape(text))
+
+    def _args_nested(self, final: bool) -> bool:
+        assert self._json is not None
+        end = self._json.end()
+        if end is None and not final:
+            return False
+        self._buffer = self._json.text()
+        self._json = None
+        return self._args_value(self._buffer[:end]) if end is not None else False
+
+    def _args_value(self, text: str) -> bool:
+        """A number, literal, object or array value, complete."""
+        reader, call = self._arguments, self._call
+        assert call is not None
+        try:
+            value = loads_json(text)
+        except (ValueError, RecursionError):
+            return self._args_broken()
+        self._to_call(self._take(len(text)))
+        if not reader.skipped:
+            self._add_argument(reader.key, conform_json_arguments(call.name, {reader.key: value},
+                                                                  self._schemas)[reader.key])
+        reader.phase = _Phase.AFTER
+        return True
+
+    def _args_broken(self) -> bool:
+        """Not JSON after all: the call ends here, incomplete; what follows is content."""
+        call = self._call
+        assert call is not None
+        self._emit(ToolCallEnd(call.index))
+        self._call = None
+        self._state = _State.TEXT
+        return True
 
     def _step_body(self, final: bool) -> bool:
         self._to_call(self._take(skip_space(self._buffer, 0)))

@@ -114,3 +114,16 @@ def test_gemma4_malformed_body_is_content(body):
 ])
 def test_detected_from_template_markers(template, name):
     assert detect_format(template) == name
+
+
+def test_named_call_whose_body_is_not_an_object_is_content():
+    text = "[TOOL_CALLS]list_dir[ARGS]not json"
+    assert parse_both(ToolCallParser("mistral", TOOLS), text).content == text
+
+
+@pytest.mark.parametrize("body", ['{"path": .}', '{"path" "x"}', '{"path": "a",}', "{'path': 'a'}"])
+def test_named_json_that_breaks_off_ends_the_call_incomplete(body):
+    text = f"[TOOL_CALLS]list_dir[ARGS]{body} trailing"
+    result = parse_both(ToolCallParser("mistral", TOOLS), text, random_count=4)
+    [call] = result.tool_calls
+    assert call.name == "list_dir" and not call.complete and "trailing" in result.content

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..partial import finished_members
 from ..scanner import HEADER_LIMIT, NEED, attribute_name, read_header, skip_space, starts, unquote, valid_name
 from ..schema import Kind, ToolSchemas, conform_json_arguments, loads_json
 
@@ -144,11 +143,9 @@ class CallFormat:
     def call_from_partial_json(self, text: str, opened: JsonOpened,
                                schemas: ToolSchemas) -> tuple[list[Decoded], Decoded | None]:
         """JSON cut off by the end of generation (text from where it starts): the calls in it that
-        finished, and the call that was cut (with the arguments that finished), when its name is known."""
-        if opened.name is None:
-            return [], None
-        arguments, _ = finished_members(text)
-        return [], Decoded(opened.name, conform_json_arguments(opened.name, arguments, schemas), opened.call_id)
+        finished, and the call that was cut (with the arguments that finished), when its name is
+        known. (Arguments of calls named in their header stream instead and need none of this.)"""
+        return [], None
 
     def detect(self, chat_template: str) -> bool:
         """Whether a chat template teaches this format."""
