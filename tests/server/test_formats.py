@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
+import httpx
 import openai
 import pytest
 import yaml
@@ -103,3 +104,21 @@ def test_harmony_channels_split_without_tools(admin: openai.OpenAI):
     message = admin.chat.completions.create(model="fmt-harmony", messages=[
         {"role": "user", "content": "RAW:" + text}]).choices[0].message
     assert (message.model_extra["reasoning_content"], message.content) == ("Short answer.", "Paris.")
+
+
+@pytest.mark.parametrize(("folder", "settings", "expected"), [
+    ("fmt-harmony", {}, "harmony"),
+    ("fmt-harmony", {"harmony": False}, None),
+    ("fmt-mistral", {"harmony": True}, "harmony"),
+    ("fmt-mistral", {"muse_glimmer": True}, "muse_glimmer"),
+    ("fmt-muse_glimmer", {"muse_glimmer": False}, None),
+])
+def test_harmony_and_muse_glimmer_switches(format_server: LiveServer, folder, settings, expected):
+    """Upstream's model.harmony / model.muse_glimmer: true selects the format, false turns it off."""
+    admin_headers = {"authorization": f"Bearer {ADMIN_KEY}"}
+    for name, extra in (("tester", {}), (folder, settings)):  # a different folder first, so the load happens
+        response = httpx.post(format_server.v1 + "/model/load", headers=admin_headers,
+                              json={"model_name": name, **extra}, timeout=30)
+        assert response.status_code == 200
+    card = httpx.get(format_server.v1 + "/model", headers=admin_headers, timeout=30).json()
+    assert card["parameters"]["tool_format"] == expected
