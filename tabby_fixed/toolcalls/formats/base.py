@@ -28,8 +28,9 @@ class Opened:
 class JsonOpened:
     """A JSON-bodied call may start here; its JSON value begins at ``length``.
 
-    When the header already named the call (Kimi, Mistral, gpt-oss), ``name`` holds it and the
-    JSON value is the arguments object; otherwise the value itself names the call (Hermes).
+    When the header already named the call (Kimi, Mistral, gpt-oss), ``name`` holds it, the call
+    begins at once and its arguments object streams as it arrives; otherwise the call is held
+    until its value is complete, and the value names it (Hermes).
     """
 
     length: int
@@ -107,9 +108,6 @@ class CallFormat:
     framing = False
     #: Tag that ends a JSON-bodied call after its JSON (Kimi's ``<|tool_call_end|>``); it belongs to the call.
     json_call_close = ""
-    #: Other spellings of the closing tags (Hy3's ``:opensource`` tokens).
-    call_close_spellings: tuple[str, ...] = ()
-    wrapper_close_spellings: tuple[str, ...] = ()
     #: For formats whose whole answer is channelled messages: how to route them.
     channels: MessageChannels | None = None
     #: Reasoning tags of the family, when they are not ``<think>``/``</think>``: candidate pairs,
@@ -121,7 +119,8 @@ class CallFormat:
         raise NotImplementedError
 
     def open_next_call(self, text: str, final: bool) -> Answer:
-        """Inside a wrapper after a call closed (text starts at non-space): Opened, NEED or None."""
+        """Inside a wrapper after a call closed (text starts at non-space): Opened, JsonOpened,
+        NEED or None."""
         return None
 
     def open_param(self, text: str, final: bool) -> Answer:
@@ -153,11 +152,11 @@ class CallFormat:
 
     @property
     def call_closers(self) -> tuple[str, ...]:
-        return (self.call_close, *self.call_close_spellings) if self.call_close else ()
+        return (self.call_close,) if self.call_close else ()
 
     @property
     def wrapper_closers(self) -> tuple[str, ...]:
-        return (self.wrapper_close, *self.wrapper_close_spellings) if self.wrapper_close else ()
+        return (self.wrapper_close,) if self.wrapper_close else ()
 
     @property
     def closers(self) -> tuple[str, ...]:
