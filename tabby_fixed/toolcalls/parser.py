@@ -22,7 +22,6 @@ the model's own call id with it. Cut off by the end of generation, it is still a
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from enum import Enum, auto
 from typing import Any
@@ -38,6 +37,7 @@ from .events import (
 )
 from .formats import CallFormat, get_format
 from .formats.base import Decoded, JsonOpened, Opened, ParamOpened
+from .incremental import SCALAR_END, STRING_STOP, JsonArguments, Phase, TagEnd, escape_size
 from .scanner import HEADER_LIMIT, NEED, scan, skip_space, starts
 from .schema import (
     JSON_DECODER,
@@ -92,55 +92,6 @@ class _Param:
     parts: list[str] = field(default_factory=list)
     started: bool = False  # the first character arrived (a framing newline is dropped)
     held_newline: bool = False  # a trailing newline that may be the framing one
-
-
-class _Phase(Enum):
-    """Where the reader of a streamed JSON arguments object is."""
-
-    OPEN = auto()  # before its ``{``
-    KEY = auto()  # before a member's key (or the ``}`` of an empty object)
-    COLON = auto()
-    VALUE = auto()
-    STRING = auto()  # inside a string value: it streams
-    NESTED = auto()  # inside an object or array value (``_JsonEnd`` finds its end)
-    SCALAR = auto()  # inside a number or literal
-    AFTER = auto()  # after a value: ``,`` or ``}``
-
-
-@dataclass
-class _JsonArguments:
-    phase: _Phase = _Phase.OPEN
-    key: str = ""
-    first: bool = True  # no member yet: ``}`` may close the object
-    skipped: bool = False  # a repeated key: the first one counts
-    parts: list[str] = field(default_factory=list)
-
-
-#: What ends a plain run of a JSON string, and a number or literal.
-_STRING_STOP = re.compile(r'["\\]')
-_SCALAR_END = re.compile(r"[\s,}\]]")
-
-
-def _escape_size(text: str) -> int | None:
-    """Characters of the JSON escape at the start of text (a surrogate pair is one); None while
-    more text could change the answer."""
-    if len(text) < 2:
-        return None
-    if text[1] != "u":
-        return 2
-    if len(text) < 6:
-        return None
-    try:
-        high = 0xD800 <= int(text[2:6], 16) <= 0xDBFF
-    except ValueError:
-        return 6
-    if not high:
-        return 6
-    if len(text) < 8:
-        return None
-    if text[6:8] != "\\u":
-        return 6
-    return 12 if len(text) >= 12 else None
 
 
 class _JsonEnd:
@@ -200,45 +151,6 @@ class _JsonEnd:
         return False
 
 
-class _TagEnd:
-    """A call body that ends at a tag (``JsonOpened.until``), with ``_JsonEnd``'s interface: the
-    text grows as pieces, each searched once together with the few characters before it that
-    could begin the tag."""
-
-    def __init__(self, text: str, start: int, tag: str) -> None:
-        self.start = start
-        self._tag = tag
-        self._pieces = [text]
-        self._unsearched = [text[start:]]
-        self._searched = start  # characters of the whole text searched so far
-        self._tail = ""  # the end of the searched text, which may begin the tag
-        self._end: int | None = None
-
-    def add(self, delta: str) -> None:
-        self._pieces.append(delta)
-        if self._end is None:
-            self._unsearched.append(delta)
-
-    def text(self) -> str:
-        joined = "".join(self._pieces)
-        self._pieces = [joined]
-        return joined
-
-    def end(self) -> int | None:
-        """Index where the tag starts, once it has arrived."""
-        for piece in self._unsearched:
-            if self._end is not None:
-                break
-            window = self._tail + piece
-            at = window.find(self._tag)
-            if at >= 0:
-                self._end = self._searched - len(self._tail) + at
-            self._searched += len(piece)
-            self._tail = window[-(len(self._tag) - 1):] if len(self._tag) > 1 else ""
-        self._unsearched = []
-        return self._end
-
-
 def _escape(text: str) -> str:
     """The JSON string escaping of text, without quotes; it is per character, so pieces concatenate."""
     return json.dumps(text, ensure_ascii=False)[1:-1]
@@ -259,9 +171,9 @@ class ToolCallStream:
         self._calls: list[_Call] = []
         self._call: _Call | None = None  # the call being read
         self._param: _Param | None = None  # the parameter being read
-        self._json: _JsonEnd | _TagEnd | None = None  # the JSON-bodied call being read
+        self._json: _JsonEnd | TagEnd | None = None  # the JSON-bodied call being read
         self._json_opened = JsonOpened(0)  # how it opened
-        self._arguments = _JsonArguments()  # the streamed JSON arguments being read
+        self._arguments = JsonArguments()  # the streamed JSON arguments being read
         self._content: list[str] = []
         self._events: list[Event] = []
         self._closed = False
@@ -337,11 +249,11 @@ class ToolCallStream:
         if opened.name is not None and not opened.until:  # named already: its arguments stream
             self._begin_call(Opened(opened.name, opened.length, wrapped=True, call_id=opened.call_id),
                              leading=self._take(leading))
-            self._arguments = _JsonArguments()
+            self._arguments = JsonArguments()
             self._state = _State.ARGS
             return
         start = leading + opened.length
-        self._json = _TagEnd(self._buffer, start, opened.until) if opened.until else _JsonEnd(self._buffer, start)
+        self._json = TagEnd(self._buffer, start, opened.until) if opened.until else _JsonEnd(self._buffer, start)
         self._json_opened = opened
         self._state = _State.JSON
 
@@ -388,32 +300,32 @@ class ToolCallStream:
 
     def _step_args(self, final: bool) -> bool:
         reader = self._arguments
-        if reader.phase is _Phase.STRING:
+        if reader.phase is Phase.STRING:
             return self._args_string(final)
-        if reader.phase is _Phase.NESTED:
+        if reader.phase is Phase.NESTED:
             return self._args_nested(final)
-        if reader.phase is _Phase.SCALAR:
-            found = _SCALAR_END.search(self._buffer)
+        if reader.phase is Phase.SCALAR:
+            found = SCALAR_END.search(self._buffer)
             return self._args_value(self._buffer[:found.start()]) if found else False
         self._to_call(self._take(skip_space(self._buffer, 0)))
         if not self._buffer:
             return False
         char = self._buffer[0]
-        if reader.phase is _Phase.AFTER and char == ",":
+        if reader.phase is Phase.AFTER and char == ",":
             self._to_call(self._take(1))
-            reader.phase, reader.first = _Phase.KEY, False
-        elif char == "}" and (reader.phase is _Phase.AFTER or (reader.phase is _Phase.KEY and reader.first)):
+            reader.phase, reader.first = Phase.KEY, False
+        elif char == "}" and (reader.phase is Phase.AFTER or (reader.phase is Phase.KEY and reader.first)):
             self._to_call(self._take(1))
             self._close_call(_State.BETWEEN)
-        elif reader.phase is _Phase.OPEN and char == "{":
+        elif reader.phase is Phase.OPEN and char == "{":
             self._to_call(self._take(1))
-            reader.phase = _Phase.KEY
-        elif reader.phase is _Phase.KEY and char == '"':
+            reader.phase = Phase.KEY
+        elif reader.phase is Phase.KEY and char == '"':
             return self._args_key(final)
-        elif reader.phase is _Phase.COLON and char == ":":
+        elif reader.phase is Phase.COLON and char == ":":
             self._to_call(self._take(1))
-            reader.phase = _Phase.VALUE
-        elif reader.phase is _Phase.VALUE:
+            reader.phase = Phase.VALUE
+        elif reader.phase is Phase.VALUE:
             self._args_value_start(char)
         else:
             return self._args_broken()
@@ -427,7 +339,7 @@ class ToolCallStream:
                 return self._args_broken()
             return False
         self._to_call(self._take(end))
-        self._arguments.key, self._arguments.phase = key, _Phase.COLON
+        self._arguments.key, self._arguments.phase = key, Phase.COLON
         return True
 
     def _args_value_start(self, char: str) -> None:
@@ -436,19 +348,19 @@ class ToolCallStream:
         reader.skipped = reader.key in call.emitted_keys
         if char == '"':
             self._to_call(self._take(1))
-            reader.parts, reader.phase = [], _Phase.STRING
+            reader.parts, reader.phase = [], Phase.STRING
             if not reader.skipped:
                 self._emit_key(reader.key)
                 self._args('"')
         elif char in "{[":
-            self._json, reader.phase = _JsonEnd(self._buffer, 0), _Phase.NESTED
+            self._json, reader.phase = _JsonEnd(self._buffer, 0), Phase.NESTED
         else:
-            reader.phase = _Phase.SCALAR
+            reader.phase = Phase.SCALAR
 
     def _args_string(self, final: bool) -> bool:
         reader, call = self._arguments, self._call
         assert call is not None
-        stop = _STRING_STOP.search(self._buffer)
+        stop = STRING_STOP.search(self._buffer)
         self._args_text(self._take(stop.start() if stop else len(self._buffer)))
         if stop is None:
             return False
@@ -457,9 +369,9 @@ class ToolCallStream:
             if not reader.skipped:
                 self._args('"')
                 call.arguments[reader.key] = "".join(reader.parts)
-            reader.phase = _Phase.AFTER
+            reader.phase = Phase.AFTER
             return True
-        size = _escape_size(self._buffer)
+        size = escape_size(self._buffer)
         if size is None:
             return False
         try:
@@ -500,7 +412,7 @@ class ToolCallStream:
         if not reader.skipped:
             self._add_argument(reader.key, conform_json_arguments(call.name, {reader.key: value},
                                                                   self._schemas)[reader.key])
-        reader.phase = _Phase.AFTER
+        reader.phase = Phase.AFTER
         return True
 
     def _args_broken(self) -> bool:
