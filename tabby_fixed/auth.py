@@ -23,6 +23,7 @@ from typing import Annotated, Literal
 import yaml
 from fastapi import Depends, Request
 
+from tabby_fixed.config import yaml_problem
 from tabby_fixed.errors import unauthorized
 
 logger = logging.getLogger(__name__)
@@ -94,12 +95,18 @@ class KeyStore:
         self._keys: _Keys | None = None
         self._stamp: tuple[int, int] | None = None
         if disabled:
+            logger.warning("Authentication is disabled (network.disable_auth): every route, the admin routes "
+                           "included, answers without a key. Only do this on a trusted network.")
             return
+        if self.path.is_dir():
+            raise KeyFileError(f"{self.path} is a directory, not a file (a container runtime makes one when the "
+                               f"file to mount did not exist); remove it so new keys are written, or mount a file")
         if not self.path.exists() or self._empty():
             self._generate()
         # Stat before reading: a write in between then shows up as a change on the next poll.
         self._stamp = self._stat()
         self._keys = self._read()
+        logger.info("API keys: %s (edits take effect within 2 s)", self.path)
 
     def permission(self, headers: Mapping[str, str]) -> Permission | None:
         """What the caller may do, for routes that answer everyone but show admins more.
@@ -189,7 +196,11 @@ class KeyStore:
     def _read(self) -> _Keys:
         try:
             return _parse(self.path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, yaml.YAMLError, KeyFileError) as exc:
+        except OSError as exc:
+            raise KeyFileError(f"{self.path}: cannot read: {exc.strerror or exc}") from exc
+        except yaml.YAMLError as exc:
+            raise KeyFileError(f"{self.path}: {yaml_problem(exc)}") from exc
+        except (UnicodeDecodeError, KeyFileError) as exc:
             raise KeyFileError(f"{self.path}: {exc}") from exc
 
     def _empty(self) -> bool:

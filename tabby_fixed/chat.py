@@ -106,6 +106,11 @@ def last_user_text(chat: ChatCompletionRequest) -> str:
     return next((m.text() for m in reversed(chat.messages) if m.role == "user"), "")
 
 
+def transcript(chat: ChatCompletionRequest) -> tuple[tuple[str, str], ...]:
+    """Every message as ``(role, text)``: what a scripted model answers from."""
+    return tuple((m.role, m.text()) for m in chat.messages)
+
+
 def output_parser(model: ChatModel, chat: ChatCompletionRequest, prompt: str) -> OutputParser:
     """Reasoning split when the model reasons; tool parsing when the request can get calls.
 

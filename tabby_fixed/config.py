@@ -81,6 +81,10 @@ class NetworkConfig(_Section):
     sse_ping_interval: float = Field(15, ge=0, description="Seconds between keep-alive comments on a quiet stream.")
     max_request_bytes: int = Field(
         33554432, gt=0, description="Largest request body accepted, in bytes; a larger one is refused with 413.")
+    responses_store_size: int = Field(
+        1000, ge=0, description="Responses kept for previous_response_id and GET /v1/responses/{id}; 0 keeps none.")
+    responses_store_ttl: float = Field(
+        3600, gt=0, description="Seconds a stored response is kept.")
 
     @field_validator("api_servers")
     @classmethod
@@ -318,10 +322,14 @@ def _read_yaml(path: Path) -> Any:
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"{path}: invalid YAML{where}: {problem}") from None
+        raise ConfigError(f"{path}: {yaml_problem(exc)}") from None
+
+
+def yaml_problem(error: yaml.YAMLError) -> str:
+    """PyYAML's several-line report as one line: where, and what is wrong."""
+    mark = getattr(error, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"invalid YAML{where}: {getattr(error, 'problem', None) or error}"
 
 
 def _from_document(
@@ -519,10 +527,13 @@ def load_config(
 
     if "config" in flags:
         path: Path | None = cwd / Path(flags["config"]).expanduser()
-        if not path.is_file():
+        if not path.exists():
             raise ConfigError(f"flag --config: no such file: {path}")
     else:
-        path = cwd / "config.yml" if (cwd / "config.yml").is_file() else None
+        path = cwd / "config.yml" if (cwd / "config.yml").exists() else None
+    if path is not None and path.is_dir():
+        raise ConfigError(f"{path} is a directory, not a config file (a container runtime makes one when the file "
+                          f"to mount did not exist); remove it and create the file, or drop the mount")
 
     settings, unknown = _from_document(_read_yaml(path), str(path), SECTIONS) if path else ([], [])
     env_settings, env_unknown = _from_environment(environ)

@@ -11,6 +11,7 @@ with content and calls interleaved as the model wrote them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from .reasoning import ChannelSplitter, ReasoningDelta, ReasoningSplitter
@@ -19,6 +20,7 @@ from .toolcalls.formats.base import MessageChannels
 
 OutputEvent = ReasoningDelta | ContentDelta | ToolCallBegin | ToolCallArgs | ToolCallEnd
 _CALL_EVENTS = (ToolCallBegin, ToolCallArgs, ToolCallEnd)
+_LEADING_LINES = re.compile(r"\A\s*\n")
 
 
 @dataclass(frozen=True)
@@ -85,3 +87,32 @@ class OutputParser:
         if self._first_call_only:
             events = [e for e in events if not isinstance(e, _CALL_EVENTS) or e.index == 0]
         return events
+
+
+class BlockText:
+    """Text for answers made of blocks (Anthropic content blocks, Responses output items), where
+    the blank lines a model writes around its thoughts and calls would become empty blocks or
+    trail the text.
+
+    Whitespace is held until visible text follows it. A block starts with its first visible
+    line (indentation on that line stays); whitespace before a call or the end of the answer is
+    dropped (``drop``). Between visible pieces, nothing is lost.
+    """
+
+    def __init__(self) -> None:
+        self._held = ""
+
+    def text(self, piece: str, block_open: bool) -> str | None:
+        """The text to send now for ``piece``; None while only whitespace is held."""
+        held = self._held + piece
+        if not block_open:
+            if not held.strip():
+                self._held = held
+                return None
+            held = _LEADING_LINES.sub("", held)
+        body = held.rstrip()
+        self._held = held[len(body):]
+        return body or None
+
+    def drop(self) -> None:
+        self._held = ""

@@ -23,12 +23,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import httpx
+
+from .probe_apis import APIS
+from .probe_apis import ApiReply as _Reply  # calls as (name, arguments text), content, finish reason, fault
 
 Result = Literal["PASS", "FAIL", "MODEL"]
 _STRING = {"type": "string"}
@@ -91,6 +95,38 @@ CASES = [
 ]
 
 
+class ServerRefused(Exception):
+    """The server cannot be probed at all (unreachable, or the key is refused): one error for the
+    whole run, carrying the server's own message, instead of a FAIL for every case."""
+
+
+def _refusal(error: httpx.HTTPError, base_url: str) -> ServerRefused | None:
+    """A ServerRefused when this failure would repeat for every case; None for a per-case failure."""
+    if isinstance(error, httpx.ConnectError | httpx.ConnectTimeout):
+        return ServerRefused(f"cannot connect to {base_url}: {error}; is the server running, and is --base-url right?")
+    if isinstance(error, httpx.HTTPStatusError) and error.response.status_code in (401, 403):
+        return ServerRefused(f"{base_url} refused the API key (HTTP {error.response.status_code}): "
+                             f"{_server_message(error.response)}; pass the server's key with --api-key")
+    return None
+
+
+def _server_message(response: httpx.Response) -> str:
+    """The message in an error body (OpenAI's ``error.message``, FastAPI's ``detail``), else its text."""
+    try:
+        response.read()
+    except httpx.StreamError:
+        return "(no message: the response was already closed)"
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text.strip()
+    if isinstance(body, dict):
+        error = body.get("error")
+        message = error.get("message") if isinstance(error, dict) else error
+        return str(message or body.get("detail") or body).strip()
+    return str(body).strip()
+
+
 @dataclass
 class Verdict:
     case: str
@@ -102,14 +138,6 @@ class Verdict:
     attempts: int = 1
 
 
-@dataclass
-class _Reply:
-    """What one request brought back: calls as (name, arguments text), content, finish reason."""
-
-    calls: list[tuple[str, str]] = field(default_factory=list)
-    content: str = ""
-    finish_reason: str | None = None
-    problem: str | None = None  # a protocol fault seen while reading the stream
 
 
 def visible(value: Any) -> str:
@@ -187,8 +215,13 @@ class Probe:
     """One server, one model: asks each case in each mode and keeps the verdicts."""
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, retries: int = 2,
-                 timeout: float = 300) -> None:
+                 timeout: float = 300, api: str = "chat") -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        if api == "messages":  # Anthropic's own key header and version, as its clients send them
+            headers.update({"x-api-key": api_key, "anthropic-version": "2023-06-01"} if api_key else
+                           {"anthropic-version": "2023-06-01"})
+        self._api = api
+        self._base_url = base_url
         self._client = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout)
         self._model = model
         self._retries = retries
@@ -215,7 +248,12 @@ class Probe:
         for attempt in range(1, self._retries + 2):
             try:
                 reply = self._ask(case, mode)
-            except (httpx.HTTPError, ValueError, KeyError, TypeError, IndexError) as error:
+            except httpx.HTTPError as error:
+                refused = _refusal(error, self._base_url)
+                if refused:
+                    raise refused from error
+                return Verdict(case.name, mode, "FAIL", f"the request failed: {error}", attempts=attempt)
+            except (ValueError, KeyError, TypeError, IndexError) as error:
                 return Verdict(case.name, mode, "FAIL", f"the request failed: {error}", attempts=attempt)
             result, detail, received = judge(case, reply)
             if result != "MODEL" or attempt > self._retries:
@@ -228,6 +266,9 @@ class Probe:
                 "temperature": 0, "max_tokens": 1024, "stream": stream}
 
     def _ask(self, case: ProbeCase, mode: str) -> _Reply:
+        if self._api in APIS:
+            body, ask = APIS[self._api]
+            return ask(self._client, body(self._model, case.prompt(), TOOLS, mode == "stream"))
         if mode == "plain":
             response = self._client.post("/chat/completions", json=self._body(case, False))
             response.raise_for_status()
@@ -315,7 +356,9 @@ def _print_table(verdicts: list[Verdict]) -> None:
 def add_probe_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-url", required=True, help="the server's OpenAI base URL, e.g. http://127.0.0.1:5000/v1")
     parser.add_argument("--model", required=True, help="the model name to send")
-    parser.add_argument("--api-key", help="sent as Authorization: Bearer")
+    parser.add_argument("--api-key", help="sent as Authorization: Bearer (and x-api-key with --api messages)")
+    parser.add_argument("--api", choices=("chat", "messages", "responses"), default="chat",
+                        help="chat completions (default), Anthropic Messages or OpenAI Responses")
     parser.add_argument("--json", action="store_true", help="print the verdicts as JSON")
     parser.add_argument("--only", help="comma-separated case names: " + ", ".join(c.name for c in CASES))
     parser.add_argument("--retries", type=int, default=2, help="times to re-ask after a MODEL verdict (default 2)")
@@ -329,16 +372,24 @@ def run_probe(options: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"tabby-fixed probe: {error}", file=sys.stderr)
         return 2
-    probe = Probe(options.base_url, options.model, options.api_key, options.retries)
+    probe = Probe(options.base_url, options.model, options.api_key, options.retries, api=options.api)
     try:
         if options.wait and not probe.wait(options.wait):
             print(f"tabby-fixed probe: {options.base_url} did not answer within {options.wait:g} s", file=sys.stderr)
             return 2
         verdicts = probe.run(cases)
+    except ServerRefused as error:
+        print(f"tabby-fixed probe: {error}", file=sys.stderr)
+        return 2
     finally:
         probe.close()
-    if options.json:
-        print(json.dumps([asdict(v) for v in verdicts], ensure_ascii=False, indent=2))
-    else:
-        _print_table(verdicts)
+    try:
+        if options.json:
+            print(json.dumps([asdict(v) for v in verdicts], ensure_ascii=False, indent=2))
+        else:
+            _print_table(verdicts)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader (`| head`) has had enough; point stdout at nothing so exiting does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 1 if any(v.result == "FAIL" for v in verdicts) else 0

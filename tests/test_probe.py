@@ -4,6 +4,9 @@ reported as FAIL with the right case names), and against a model that does not c
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +21,8 @@ from tabby_fixed.config import load_config
 from tabby_fixed.probe import CASES, Probe, ProbeCase
 from tests.live_server import live_app, live_server
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "models"
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples" / "models"
 STRING_CASES = {"string-123", "string-true", "string-null", "string-list", "string-object", "indented-code",
                 "trailing-blank-line", "nullable-text-null", "unicode", "closing-tag-text", "two-calls"}
 
@@ -132,3 +136,34 @@ def test_cli_json_report_and_exit_code(capsys):
 def test_cli_rejects_unknown_cases(capsys):
     assert main(["probe", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--only", "nope"]) == 2
     assert "unknown cases nope" in capsys.readouterr().err
+
+
+def test_a_refused_key_is_one_error_with_the_servers_message(tmp_path, capsys):
+    (tmp_path / "api_tokens.yml").write_text(yaml.safe_dump({"api_key": "right", "admin_key": "admin"}))
+    config = load_config(["--model-dir", str(EXAMPLES), "--model-name", "demo"], environ={}, cwd=tmp_path)
+    with live_server(config) as server:
+        for key in ([], ["--api-key", "wrong"]):
+            assert main(["probe", "--base-url", server.v1, "--model", "demo", *key]) == 2
+            captured = capsys.readouterr()
+            assert captured.out == "" and captured.err.count("\n") == 1
+            assert "refused the API key (HTTP 401)" in captured.err and "--api-key" in captured.err
+            assert ("Invalid API key" if key else "Please provide an API key") in captured.err
+
+
+def test_a_server_that_is_not_there_is_one_error(capsys):
+    from tests.distribution.processes import free_port
+
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    assert main(["probe", "--base-url", url, "--model", "demo", "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and f"cannot connect to {url}" in captured.err
+
+
+def test_json_piped_into_head_ends_quietly(tmp_path):
+    config = load_config(["--model-dir", str(EXAMPLES), "--model-name", "demo", "--disable-auth", "true"],
+                         environ={}, cwd=tmp_path)
+    with live_server(config) as server:
+        result = subprocess.run(f"{sys.executable} -m tabby_fixed probe --base-url {server.v1} --model demo --json "
+                                f"--retries 0 | head -n 0", shell=True, cwd=tmp_path, capture_output=True, text=True,
+                                timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert result.stdout == "" and result.stderr == ""

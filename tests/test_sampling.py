@@ -117,6 +117,14 @@ def test_presets_are_found_next_to_the_config_first_then_in_the_working_director
     assert missing.value.status == 404 and str(config_dir) in missing.value.message
 
 
+def test_shipped_presets_are_found_from_any_folder_after_the_users_own(tmp_path):
+    config_dir, cwd = tmp_path / "etc", tmp_path / "work"
+    dirs = preset_dirs(config_dir, cwd)
+    assert load_preset("safe_defaults", dirs).name == "safe_defaults"
+    write_preset(cwd / "sampler_overrides", "safe_defaults", {"top_k": {"override": 7}})
+    assert load_preset("safe_defaults", dirs).overrides["top_k"].value == 7
+
+
 @pytest.mark.parametrize("name", ["../secret", "/etc/passwd", "a/b", ""])
 def test_preset_names_cannot_leave_the_folder(tmp_path, name):
     with pytest.raises(ApiError) as error:

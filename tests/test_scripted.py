@@ -73,7 +73,9 @@ def test_failure_after_output(tmp_path):
 @pytest.mark.parametrize(("script", "message"), [
     ({"responses": [{"match": "(", "output": "x"}]}, "bad regex"),
     ({"responses": [{"match": "(?P<a>x)", "output": "{b}"}]}, "does not capture"),
-    ({"responses": [{"output": "x"}]}, "needs a 'match'"),
+    ({"responses": [{"match": 1, "output": "x"}]}, "needs an 'output'"),
+    ({"responses": [{"role": "robot", "output": "x"}]}, "'role' must be one of"),
+    ({"responses": [{"turn": 0, "output": "x"}]}, "'turn' must be"),
     ({"responses": "x"}, "must be a list"),
     ({"token_delay_ms": -1}, "token_delay_ms"),
 ])
@@ -93,3 +95,42 @@ def test_cancelled_job_stops_counting(tmp_path):
         return during
 
     assert asyncio.run(cancel_midway()) == 1 and engine.active_jobs() == 0
+
+
+def ask(engine: ScriptedEngine, *transcript: tuple[str, str]) -> str:
+    last_user = next((text for role, text in reversed(transcript) if role == "user"), "")
+
+    async def collect() -> str:
+        job = await engine.generate(GenerationRequest("p", GenerationParams(), last_user, transcript))
+        return "".join([s.text async for s in job if isinstance(s, Step)])
+    return asyncio.run(collect())
+
+
+def test_rules_answer_tool_results_so_an_agent_loop_ends(tmp_path):
+    engine = ScriptedEngine(folder_with(tmp_path, {"responses": [
+        {"role": "tool", "match": r"(?P<result>.+)", "output": "done: {result}"},
+        {"match": "write", "output": "CALL"}]}))
+    assert ask(engine, ("user", "write it")) == "CALL"
+    assert ask(engine, ("user", "write it"), ("assistant", ""), ("tool", "ok")) == "done: ok"
+    # a user message after the tool result is answered by the user rules again
+    assert ask(engine, ("user", "x"), ("assistant", ""), ("tool", "ok"), ("user", "write more")) == "CALL"
+
+
+def test_rules_by_turn_and_by_any_role(tmp_path):
+    engine = ScriptedEngine(folder_with(tmp_path, {"responses": [
+        {"turn": 2, "output": "second"},
+        {"role": "any", "match": r"^sys$", "output": "any role"},
+        {"turn": 1, "output": "first"}], "default": "other"}))
+    assert ask(engine, ("user", "hi")) == "first"
+    assert ask(engine, ("user", "hi"), ("assistant", "a"), ("user", "again")) == "second"
+    assert ask(engine, ("user", "hi"), ("assistant", "a"), ("user", "b"), ("assistant", "c"), ("system", "sys")) \
+        == "any role"
+    assert ask(engine, ("user", "hi"), ("assistant", "a"), ("user", "b"), ("assistant", "c"), ("user", "d")) == "other"
+
+
+def test_the_demo_model_answers_the_tool_result_of_its_write():
+    engine = ScriptedEngine(Path(__file__).parents[1] / "examples" / "models" / "demo")
+    call = ask(engine, ("user", "write notes.txt containing exactly: 123"))
+    assert "<function=write_file>" in call and "\n123\n" in call
+    assert ask(engine, ("user", "write notes.txt containing exactly: 123"), ("assistant", "I'll write that file."),
+               ("tool", "Wrote notes.txt")) == "Done."

@@ -51,6 +51,9 @@ class GenerationRequest:
     params: GenerationParams
     #: The conversation's last user message. Real engines ignore it; the scripted engine answers it.
     last_user_text: str = ""
+    #: Every message as ``(role, text)``, tool results included (empty for text completions). Real
+    #: engines ignore it; scripted rules match on its last message and count its turns.
+    transcript: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ Generation runs on one synchronous ``Generator`` owned by its own thread (``work
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import importlib.util
 import json
@@ -19,10 +20,12 @@ import logging
 import math
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..config import DraftModelConfig, MemoryConfig, ModelConfig
+from ..errors import ApiError
 from ..templating import find_chat_template
 from .base import (
     Constraint,
@@ -39,6 +42,10 @@ from .worker import GeneratorFailed, GeneratorWorker
 logger = logging.getLogger(__name__)
 
 PAGE = 256  # the paged cache's page size: cache sizes are multiples of it
+LOOP_WINDOW_MIN = 3  # Job(stop_on_loop=(window, 2)) asserts 2 < window
+#: The request field each kind of output constraint comes from, for error messages.
+CONSTRAINT_FIELDS = {"json": "response_format", "json_schema": "json_schema", "regex": "regex_pattern",
+                     "grammar": "grammar_string"}
 
 #: Sampler fields this engine applies (the others are accepted and logged as ignored).
 SAMPLER_FIELDS = frozenset({
@@ -120,6 +127,19 @@ def load_kwargs(settings: ModelConfig, max_batch_size: int, callback: Callable[[
     return kwargs
 
 
+def draft_load_kwargs(settings: ModelConfig, draft: DraftModelConfig, max_batch_size: int) -> dict:
+    """``Model.load`` arguments for a draft model or MTP head: always a layer split (no MTP head
+    supports tensor parallelism, and a small drafter gains nothing from it), on ``draft_gpu_split``
+    when given, else the same autosplit reserve as the target."""
+    kwargs: dict[str, Any] = {"max_chunk_size": chunk_size(settings), "max_batch_size": max_batch_size,
+                              "progressbar": True}
+    if draft.draft_gpu_split:
+        kwargs["use_per_device"] = list(draft.draft_gpu_split)
+    else:
+        kwargs["reserve_per_device"] = [mb / 1024 for mb in settings.autosplit_reserve]
+    return kwargs
+
+
 def draft_tokens(draft: DraftModelConfig, default: int) -> int:
     return draft.draft_num_tokens or default
 
@@ -154,9 +174,19 @@ def check_draft_mode(config: Any, draft: DraftModelConfig, folder: Path) -> str:
     return mode
 
 
-def sampler_steps(values: Mapping[str, Any], tokenizer: Any = None) -> list[Any]:
+@functools.lru_cache(maxsize=32)
+def breaker_ids(tokenizer: Any, breakers: tuple[str, ...]) -> frozenset[int]:
+    """DRY sequence breakers as the token ids ``SS_DRY`` takes: every token whose piece contains
+    one of the strings (the library's resolution; it scans the whole vocabulary, so it is cached)."""
+    from exllamav3.generator.sampler.custom import dry_sequence_breaker_tokens
+
+    return dry_sequence_breaker_tokens(tokenizer, breakers)
+
+
+def sampler_steps(values: Mapping[str, Any], tokenizer: Any = None, eos_ids: Sequence[int] = ()) -> list[Any]:
     """The ``CustomSampler`` stack for effective sampler values: penalties and bans first (the
-    library requires it), then truncation and temperature, then the terminal sampling step."""
+    library requires it), then truncation and temperature, then the terminal sampling step.
+    ``ban_eos_token`` bans the end-of-sequence ids, so they are never sampled (and never printed)."""
     from exllamav3.generator import sampler as s
 
     sustain = int(1e8) if values["penalty_range"] in (-1, 0) else values["penalty_range"]
@@ -169,10 +199,13 @@ def sampler_steps(values: Mapping[str, Any], tokenizer: Any = None) -> list[Any]
     if values["presence_penalty"] or values["frequency_penalty"]:
         steps.append(s.SS_PresFreqP(values["presence_penalty"], values["frequency_penalty"], sustain, decay))
     if values["dry_multiplier"]:
+        breakers = values["dry_sequence_breakers"]
         steps.append(s.SS_DRY(values["dry_multiplier"], values["dry_base"], values["dry_allowed_length"],
-                              values["dry_range"], values["dry_sequence_breakers"] or None, tokenizer))
-    if values["banned_tokens"]:
-        steps.append(s.SS_BanTokens(list(values["banned_tokens"])))
+                              values["dry_range"], breaker_ids(tokenizer, tuple(breakers)) if breakers else None,
+                              tokenizer))
+    banned = [*values["banned_tokens"], *(eos_ids if values["ban_eos_token"] else ())]
+    if banned:
+        steps.append(s.SS_BanTokens(list(dict.fromkeys(banned))))
     if values["temperature"] == 0 or values["top_k"] == 1:
         return [*steps, s.SS_Argmax()]
     temperature = [s.SS_Temperature(values["temperature"])]
@@ -208,13 +241,18 @@ def output_filters(constraint: Constraint | None, tokenizer: Any) -> list[Any]:
 
 def job_kwargs(values: Mapping[str, Any], budget: int, stops: list[str | int], max_rq_tokens: int,
                top_logprobs: int | None = None) -> dict[str, Any]:
-    """``Job`` arguments besides the prompt, sampler and filters."""
+    """``Job`` arguments besides the prompt, sampler and filters. Loop detection ends the job when
+    the last ``loop_detect_window`` tokens are two or more repeats of one sequence; the library needs
+    a window of at least 3 for that (a shorter one is logged and left off)."""
     window = values["loop_detect_window"] or 0
+    if 0 < window < LOOP_WINDOW_MIN:
+        logger.warning("loop_detect_window %d is too short to hold two repeats (%d or more): loop detection is off "
+                       "for this request", window, LOOP_WINDOW_MIN)
     return {"return_probs": top_logprobs is not None, "return_top_tokens": top_logprobs or 0,
             "max_new_tokens": budget, "min_new_tokens": values["min_tokens"], "seed": values["seed"],
             "stop_conditions": stops, "decode_special_tokens": True, "token_healing": values["token_healing"],
             "banned_strings": list(values["banned_strings"]) or None, "max_rq_tokens": max_rq_tokens,
-            "stop_on_loop": (window, 2) if window > 1 else None}
+            "stop_on_loop": (window, 2) if window >= LOOP_WINDOW_MIN else None}
 
 
 def wants_bos(folder: Path) -> bool:
@@ -242,6 +280,75 @@ def stop_conditions(eos_ids: list[int], values: Mapping[str, Any]) -> list[str |
     return ([] if values["ban_eos_token"] else list(dict.fromkeys(eos_ids))) + requested
 
 
+@dataclass(frozen=True)
+class ModelParts:
+    """What one load puts on the GPUs: the target model and its cache, and the draft model (or MTP
+    head) with its own cache. Built unloaded; ``load_parts`` loads them."""
+
+    model: Any
+    cache: Any
+    draft_model: Any | None
+    draft_cache: Any | None
+    mode: str  # model, mtp, ngram or disabled
+    num_draft: int | None
+    slots: int
+    max_seq_len: int
+    cache_size: int
+
+
+def make_cache(x: Any, model: Any, cache_size: int, cache_mode: str, slots: int, history: int) -> Any:
+    layer, bits = cache_layer(cache_mode)
+    return x.Cache(model, max_num_tokens=cache_size, layer_type=getattr(x, layer) if layer else None,
+                   max_batch_size=slots, max_history=history, **bits)
+
+
+def build_parts(x: Any, config: Any, folder: Path, settings: ModelConfig, draft: DraftModelConfig) -> ModelParts:
+    """Models and caches for a load, nothing loaded yet. Both caches get the same state slots and
+    the same history: a recurrent model (target or draft) needs ``max_history`` of at least the
+    draft length, and its slots bound the batch, as the library's own model_init wires them."""
+    mode = check_draft_mode(config, draft, folder)
+    max_seq_len, cache_size = context_sizes(settings, config.max_position_embeddings)
+    model = x.Model.from_config(config)
+    draft_model = None
+    if mode in ("model", "mtp"):
+        draft_config = config if mode == "mtp" else x.Config.from_directory(
+            str(Path(draft.draft_model_dir) / str(draft.draft_model_name)))
+        draft_model = x.Model.from_config(draft_config, component="mtp" if mode == "mtp" else "text")
+    num_draft = draft_tokens(draft, draft_model.caps.get("default_draft_size", 4)) if draft_model is not None \
+        else draft_tokens(draft, 4) if mode == "ngram" else None
+    recurrent = any(bool(m.caps.get("recurrent_states")) for m in (model, draft_model) if m is not None)
+    slots = batch_slots(settings, recurrent)
+    cache = make_cache(x, model, cache_size, settings.cache_mode, slots, num_draft or 0)
+    draft_cache = make_cache(x, draft_model, cache_size, draft.draft_cache_mode, slots, num_draft or 0) \
+        if draft_model is not None else None
+    return ModelParts(model, cache, draft_model, draft_cache, mode, num_draft, slots, max_seq_len, cache_size)
+
+
+def load_parts(parts: ModelParts, settings: ModelConfig, draft: DraftModelConfig,
+               progress: Callable[[int, int], None] | None) -> None:
+    """The draft first (layer split), then the target, then the warm-up passes."""
+    if parts.draft_model is not None:
+        parts.draft_model.load(**draft_load_kwargs(settings, draft, parts.slots))
+    parts.model.load(**load_kwargs(settings, parts.slots, progress))
+    parts.model.warmup(cache=parts.cache, max_chunk_size=chunk_size(settings))
+
+
+def unload_parts(parts: ModelParts) -> None:
+    """Free whatever of a load is on the GPUs (unloading a model that never loaded is harmless)."""
+    import torch
+
+    for model in (parts.draft_model, parts.model):
+        if model is not None:
+            try:
+                model.unload()
+            except Exception:
+                logger.exception("unloading %s failed", type(model).__name__)
+    parts.cache.detach_from_model()
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
 # -- the engine -------------------------------------------------------------------------------
 
 class ExLlamaV3Engine:
@@ -253,66 +360,55 @@ class ExLlamaV3Engine:
                  templates_dir: Path | None = None, progress: Callable[[int, int], None] | None = None) -> None:
         import exllamav3 as x
 
-        self._tokenizer_lock = threading.Lock()
         config = x.Config.from_directory(str(folder))
         if settings.cpu_moe_offload_layers:
             config.infer_params.moe_cpu_offload = settings.cpu_moe_offload_layers
-        mode = check_draft_mode(config, draft, folder)
-        self._max_seq_len, cache_size = context_sizes(settings, config.max_position_embeddings)
-        self._model = x.Model.from_config(config)
-        recurrent = bool(self._model.caps.get("recurrent_states"))
-        slots = batch_slots(settings, recurrent)
-        self._draft_model = None
-        draft_cache = None
-        num_draft = None
-        if mode in ("model", "mtp"):
-            draft_config = config if mode == "mtp" else x.Config.from_directory(
-                str(Path(draft.draft_model_dir) / str(draft.draft_model_name)))
-            self._draft_model = x.Model.from_config(draft_config, component="mtp" if mode == "mtp" else "text")
-            num_draft = draft_tokens(draft, self._draft_model.caps.get("default_draft_size", 4))
-            layer, bits = cache_layer(draft.draft_cache_mode)
-            draft_cache = x.Cache(self._draft_model, max_num_tokens=cache_size,
-                                  layer_type=getattr(x, layer) if layer else None, **bits)
-        elif mode == "ngram":
-            num_draft = draft_tokens(draft, 4)
-        layer, bits = cache_layer(settings.cache_mode)
-        self._cache = x.Cache(self._model, max_num_tokens=cache_size, layer_type=getattr(x, layer) if layer else None,
-                              max_batch_size=slots, max_history=num_draft or 0, **bits)
-        self._tokenizer = x.Tokenizer.from_config(config)
-        if self._draft_model is not None:
-            self._draft_model.load(**load_kwargs(settings, slots, None))
-        self._model.load(**load_kwargs(settings, slots, progress))
-        self._model.warmup(cache=self._cache, max_chunk_size=chunk_size(settings))
-        self._eos_ids = list(config.eos_token_id_list)
+        parts = build_parts(x, config, folder, settings, draft)
+        self._parts = parts
+        # Two tokenizers: encoding flips a flag on the tokenizer it runs on, and the generator
+        # thread encodes too (banned strings, when a job is queued or requeued), so requests
+        # encode on their own copy, under a lock of its own.
+        self._tokenizer = x.Tokenizer.from_config(config)  # the generator thread's
+        self._request_tokenizer = x.Tokenizer.from_config(config)
+        self._tokenizer_lock = threading.Lock()  # guards _request_tokenizer
+        self._max_seq_len = parts.max_seq_len
+        self._eos_ids = list(dict.fromkeys(config.eos_token_id_list))
         self._bos = (self._tokenizer.bos_token_id, wants_bos(folder))
         self._pieces = self._tokenizer.get_id_to_piece_list(True)
         self._max_rq_tokens = chunk_size(settings)
-        generator = generator_kwargs(settings, draft, memory, slots, num_draft)
+        generator = generator_kwargs(settings, draft, memory, parts.slots, parts.num_draft)
         self._worker = GeneratorWorker(lambda: x.Generator(
-            model=self._model, cache=self._cache, tokenizer=self._tokenizer, draft_model=self._draft_model,
-            draft_cache=draft_cache, **generator))
-        self._worker.start()
+            model=parts.model, cache=parts.cache, tokenizer=self._tokenizer, draft_model=parts.draft_model,
+            draft_cache=parts.draft_cache, **generator))
+        try:
+            load_parts(parts, settings, draft, progress)
+            self._worker.start()
+        except BaseException:
+            unload_parts(parts)  # weights already on the GPUs would stay there, unreachable
+            raise
         template = find_chat_template(folder, settings.prompt_template, templates_dir)
         self.info = ModelInfo(
             name=folder.name, max_seq_len=self._max_seq_len, chat_template=template[1] if template else None,
             chat_template_name=template[0] if template else None, tool_format=None, reasoning=False,
-            bos_token=self._tokenizer.bos_token, eos_token=self._tokenizer.eos_token, max_batch_size=slots,
-            cache_size=cache_size, cache_mode=settings.cache_mode)
+            bos_token=self._tokenizer.bos_token, eos_token=self._tokenizer.eos_token, max_batch_size=parts.slots,
+            cache_size=parts.cache_size, cache_mode=settings.cache_mode)
         logger.info("%s: context %d, cache %d tokens (%s), %d slots, drafting: %s%s", folder.name, self._max_seq_len,
-                    cache_size, settings.cache_mode, slots, mode, f" ({num_draft} tokens)" if num_draft else "")
+                    parts.cache_size, settings.cache_mode, parts.slots, parts.mode,
+                    f" ({parts.num_draft} tokens)" if parts.num_draft else "")
 
     def encode(self, text: str, *, add_bos: bool = False, special_tokens: bool = True) -> list[int]:
         return self._encode(text, add_bos, special_tokens)[0].tolist()
 
     def _encode(self, text: str, add_bos: bool, special_tokens: bool) -> Any:
-        with self._tokenizer_lock:  # encoding flips a flag shared with the generator thread
-            return self._tokenizer.encode(text, add_bos=add_bos, encode_special_tokens=special_tokens)
+        with self._tokenizer_lock:
+            return self._request_tokenizer.encode(text, add_bos=add_bos, encode_special_tokens=special_tokens)
 
     def decode(self, ids: list[int], *, special_tokens: bool = True) -> str:
         import torch
 
         with self._tokenizer_lock:
-            return self._tokenizer.decode(torch.tensor(ids, dtype=torch.long), decode_special_tokens=special_tokens)
+            return self._request_tokenizer.decode(torch.tensor(ids, dtype=torch.long),
+                                                  decode_special_tokens=special_tokens)
 
     def active_jobs(self) -> int:
         return self._worker.active_jobs()
@@ -327,17 +423,29 @@ class ExLlamaV3Engine:
         budget = completion_budget(prompt_tokens, self._max_seq_len, request.params.max_tokens)
         values = request.params.sampler
         stops = stop_conditions(self._eos_ids, {**values, "stop": list(request.params.stop)})
+        constraint = request.params.constraint
+        filters = await asyncio.to_thread(self._filters, constraint) if constraint is not None else []
 
-        def build_job() -> Any:
+        def build_job() -> Any:  # on the generator thread, which alone uses self._tokenizer
             from exllamav3 import Job
             from exllamav3.generator.sampler import CustomSampler
 
-            with self._tokenizer_lock:
-                return Job(input_ids=ids, sampler=CustomSampler(sampler_steps(values, self._tokenizer)),
-                           filters=output_filters(request.params.constraint, self._tokenizer),
-                           **job_kwargs(values, budget, stops, self._max_rq_tokens, request.params.top_logprobs))
+            return Job(input_ids=ids, sampler=CustomSampler(sampler_steps(values, self._tokenizer, self._eos_ids)),
+                       filters=filters,
+                       **job_kwargs(values, budget, stops, self._max_rq_tokens, request.params.top_logprobs))
 
         return self._results(build_job, prompt_tokens)
+
+    def _filters(self, constraint: Constraint) -> list[Any]:
+        """The request's output filter, built before anything is queued: a schema, regex or grammar
+        LLGuidance refuses is the client's mistake, a 400 that names it."""
+        try:
+            with self._tokenizer_lock:
+                return output_filters(constraint, self._request_tokenizer)
+        except ValueError as error:
+            field = CONSTRAINT_FIELDS[constraint.kind]
+            raise ApiError(400, f"{field} cannot be used to constrain the output: {error}",
+                           param=field) from error
 
     async def _results(self, build_job: Callable[[], Any], prompt_tokens: int) -> AsyncIterator[Step | Finish]:
         """The job's steps; it is queued on the first iteration, so a job nobody reads never runs."""
@@ -356,16 +464,8 @@ class ExLlamaV3Engine:
 
     async def unload(self) -> None:
         """Ends running jobs, closes the generator, frees weights and caches."""
-        import torch
-
         await asyncio.to_thread(self._worker.stop)
-        for model in (self._draft_model, self._model):
-            if model is not None:
-                model.unload()
-        self._cache.detach_from_model()
-        self._draft_model = None
-        gc.collect()
-        torch.cuda.empty_cache()
+        unload_parts(self._parts)
 
 
 def token_logprobs(result: Mapping[str, Any], pieces: Sequence[str]) -> tuple[TokenLogprob, ...]:
@@ -389,6 +489,21 @@ def token_logprobs(result: Mapping[str, Any], pieces: Sequence[str]) -> tuple[To
         for i in range(ids.shape[-1]))
 
 
+def held_before_stop_token(result: Mapping[str, Any], pieces: Sequence[str]) -> list[Step]:
+    """The output a stop token's result still holds back. The library appends each token's piece
+    to its held text *before* it checks for a stop token, so on ``eos_reason == "stop_token"`` the
+    ``held`` dict carries the pending output (the start of a possible stop string, a character split
+    across tokens) followed by the stop token itself (``<|im_end|>``): the first is the model's
+    output, the second is not."""
+    held = result.get("held") or {}
+    ids = held.get("token_ids")
+    if ids is None or ids.shape[-1] < 2:
+        return []
+    text = str(held.get("text") or "").removesuffix(str(result.get("eos_triggering_token_str") or ""))
+    before_stop = {key: value[:, :-1] for key, value in held.items() if key != "text"}
+    return [Step(text, int(ids.shape[-1]) - 1, token_logprobs(before_stop, pieces))]
+
+
 def result_to_steps(result: Mapping[str, Any], prompt_tokens: int, pieces: Sequence[str] = ()) -> list[Step | Finish]:
     """One ``iterate()`` result as our steps; a per-job error raises."""
     if result.get("stage") == "error":
@@ -399,9 +514,9 @@ def result_to_steps(result: Mapping[str, Any], prompt_tokens: int, pieces: Seque
     ids = result.get("token_ids")
     count = int(ids.shape[-1]) if ids is not None else 0
     text = result.get("text") or ""
-    if result.get("eos") and result.get("eos_reason") == "stop_token":
-        text += (result.get("held") or {}).get("text") or ""  # held back as a possible stop string: it was not
     steps: list[Step | Finish] = [Step(text, count, token_logprobs(result, pieces))] if text or count else []
+    if result.get("eos") and result.get("eos_reason") == "stop_token":
+        steps += held_before_stop_token(result, pieces)
     if result.get("eos"):
         reason = result.get("eos_reason")
         steps.append(Finish(

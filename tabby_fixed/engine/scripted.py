@@ -8,15 +8,25 @@ A scripted model is a folder holding ``scripted.yml``::
     chat_template: template.jinja     # optional; the built-in ChatML template with tools otherwise
     token_delay_ms: 0                 # optional pause before each token
     max_seq_len: 32768                # optional
-    responses:                        # first match wins, against the last user message
+    responses:                        # first match wins
+      - role: tool                    # the last message is a tool result: answer it, ending the loop
+        match: '(?P<result>.*)'
+        output: "Done: {result}"
       - match: 'write (?P<path>\\S+) containing exactly: (?P<value>.*)'    # Python regex, DOTALL
         output: "<tool_call>\\n<function=write_file>\\n<parameter=path>\\n{path}\\n</parameter>..."
+      - turn: 1                       # only the conversation's first answer
+        output: "Hello."
       - match: 'crash'
         output: "Partial answer"
         error: "the GPU fell off the bus"   # optional: fail the job after the output, as an engine can
     default: "I have no scripted answer for that."
 
-Each ``match`` is tried with ``re.search``; ``{name}`` in ``output`` is replaced by that named
+A rule without ``role`` (or ``role: user``) is tried against the latest user message, wherever
+it is. With ``role: tool``, ``assistant``, ``system`` or ``any`` it is tried only when the
+conversation's *last* message has that role (``any``: whatever it is), so a scripted model can
+call a tool and then answer its result, as an agent loop needs. ``turn: N`` limits a rule to the
+conversation's Nth answer (1 + the assistant messages before it). ``match`` defaults to matching
+anything. Each ``match`` is tried with ``re.search``; ``{name}`` in ``output`` is replaced by that named
 group's text verbatim (``{{`` and ``}}`` for literal braces). The answer is cut into tokens by
 the folder's ``tokenizer.json`` when there is one, else into word, space and punctuation pieces,
 and goes through the same limits as a real model's: stop strings, ``max_tokens``, the context.
@@ -65,11 +75,26 @@ class ScriptedFailure(RuntimeError):
     also a job cut short by an unload, and output that breaks the request's constraint."""
 
 
+_ROLES = ("user", "assistant", "tool", "system", "any")
+
+
 @dataclass(frozen=True)
 class _Response:
     pattern: re.Pattern[str]
     output: str
     error: str | None = None
+    role: str = "user"  # user: the latest user message; others: the last message, when it has this role
+    turn: int | None = None  # only the conversation's Nth answer
+
+    def subject(self, request: GenerationRequest) -> str | None:
+        """The text this rule is matched against, or None when the rule does not apply to the request."""
+        transcript = request.transcript or (("user", request.last_user_text),)
+        if self.turn is not None and self.turn != 1 + sum(role == "assistant" for role, _ in transcript):
+            return None
+        if self.role == "user":
+            return request.last_user_text
+        role, text = transcript[-1]
+        return text if self.role in ("any", role) else None
 
 
 def _load_script(path: Path) -> dict[str, Any]:
@@ -87,11 +112,16 @@ def _responses(path: Path, entries: Any) -> list[_Response]:
         raise ScriptError(f"{path}: 'responses' must be a list of {{match, output}} entries")
     responses = []
     for number, entry in enumerate(entries, 1):
-        if not isinstance(entry, dict) or not isinstance(entry.get("match"), str) \
+        if not isinstance(entry, dict) or not isinstance(entry.get("match", ""), str) \
                 or not isinstance(entry.get("output"), str):
-            raise ScriptError(f"{path}: response {number} needs a 'match' and an 'output' string")
+            raise ScriptError(f"{path}: response {number} needs an 'output' string (and 'match', if any, a string)")
+        role, turn = entry.get("role", "user"), entry.get("turn")
+        if role not in _ROLES:
+            raise ScriptError(f"{path}: response {number}: 'role' must be one of {', '.join(_ROLES)}")
+        if turn is not None and (not isinstance(turn, int) or isinstance(turn, bool) or turn < 1):
+            raise ScriptError(f"{path}: response {number}: 'turn' must be a whole number >= 1")
         try:
-            pattern = re.compile(entry["match"], re.DOTALL)
+            pattern = re.compile(entry.get("match", ""), re.DOTALL)
         except re.error as error:
             raise ScriptError(f"{path}: response {number}: bad regex: {error}") from error
         fields = {name for _, name, _, _ in string.Formatter().parse(entry["output"]) if name is not None}
@@ -102,7 +132,7 @@ def _responses(path: Path, entries: Any) -> list[_Response]:
         error = entry.get("error")
         if error is not None and not isinstance(error, str):
             raise ScriptError(f"{path}: response {number}: 'error' must be a string")
-        responses.append(_Response(pattern, entry["output"], error))
+        responses.append(_Response(pattern, entry["output"], error, role, turn))
     return responses
 
 
@@ -218,10 +248,11 @@ class ScriptedEngine:
         """Running jobs end at their next token with an error, as a real engine's are cancelled."""
         self._unloaded = True
 
-    def answer(self, last_user_text: str) -> tuple[str, str | None]:
-        """The scripted output for a message, and the failure to raise after it (if any)."""
+    def answer(self, request: GenerationRequest) -> tuple[str, str | None]:
+        """The scripted output for a conversation, and the failure to raise after it (if any)."""
         for response in self._responses:
-            found = response.pattern.search(last_user_text)
+            subject = response.subject(request)
+            found = response.pattern.search(subject) if subject is not None else None
             if found:
                 groups = {name: value or "" for name, value in found.groupdict().items()}
                 return response.output.format_map(groups), response.error
@@ -230,7 +261,7 @@ class ScriptedEngine:
     async def generate(self, request: GenerationRequest) -> AsyncIterator[Step | Finish]:
         prompt_tokens = len(self.encode(request.prompt))
         budget = completion_budget(prompt_tokens, self.info.max_seq_len, request.params.max_tokens)
-        output, failure = self.answer(request.last_user_text)
+        output, failure = self.answer(request)
         stops = tuple(stop for stop in request.params.stop if isinstance(stop, str) and stop)
         return self._replay(self._tokenizer.pieces(output), budget, stops, prompt_tokens, failure,
                             request.params)

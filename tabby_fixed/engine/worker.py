@@ -7,8 +7,10 @@ thread through a command queue (enqueue, cancel, stop) and get their results on 
 filled with ``call_soon_threadsafe``, so the loop only ever waits.
 
 A per-job ``"error"`` result fails that job only. An exception from ``iterate()`` itself is fatal
-for the generator: every job in it fails with that error, the generator is rebuilt, and the
-engine reports the failure as a health issue until an iteration succeeds again.
+for the generator: it is rebuilt, every job in it fails with that error, and the engine reports
+the failure as a health issue until an iteration succeeds again. A rebuild that fails too (a
+sticky CUDA error) leaves no generator: the thread lives on, each later job tries to rebuild it
+once and fails at once with the reason, so no request waits for a generator that is not there.
 """
 
 from __future__ import annotations
@@ -97,8 +99,7 @@ class GeneratorWorker:
             if running and self._handles:
                 self._iterate()
         self._fail_all(GeneratorFailed("the model was unloaded"))
-        if self._generator is not None:
-            self._generator.close()
+        self._discard_generator()
 
     def _take_commands(self, block: bool) -> bool:
         while True:
@@ -114,11 +115,15 @@ class GeneratorWorker:
                 self._enqueue(payload, handle)
             elif kind == "cancel" and handle.job is not None and id(handle.job) in self._handles:
                 try:
-                    self._generator.cancel(handle.job)  # type: ignore[union-attr]
+                    if self._generator is not None:
+                        self._generator.cancel(handle.job)
                 finally:
                     self._finish(handle, None)
 
     def _enqueue(self, build_job: Callable[[], Any], handle: JobHandle) -> None:
+        if self._generator is None and not self._rebuild():
+            handle.deliver(GeneratorFailed(f"the generator is gone: {self.issues[-1]['description']}"))
+            return
         try:
             handle.job = build_job()
             self._generator.enqueue(handle.job)  # type: ignore[union-attr]
@@ -132,11 +137,10 @@ class GeneratorWorker:
             results = self._generator.iterate()  # type: ignore[union-attr]
         except Exception as error:
             logger.exception("the generator failed; rebuilding it")
-            self.issues.append({"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                "description": f"generator failure: {type(error).__name__}: {error}"})
+            self._report(f"generator failure: {type(error).__name__}: {error}")
+            self._discard_generator()
+            self._rebuild()
             self._fail_all(GeneratorFailed(f"generation failed: {type(error).__name__}: {error}"))
-            self._generator.close()  # type: ignore[union-attr]
-            self._generator = self._make_generator()
             return
         self.issues.clear()
         for result in results:
@@ -146,6 +150,28 @@ class GeneratorWorker:
             handle.deliver(result)
             if result.get("eos") or result.get("stage") == "error":
                 self._finish(handle, None)
+
+    def _report(self, description: str) -> None:
+        self.issues.append({"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "description": description})
+
+    def _discard_generator(self) -> None:
+        """Close the generator; one that fails to close (its device is broken) is dropped anyway."""
+        generator, self._generator = self._generator, None
+        if generator is None:
+            return
+        try:
+            generator.close()
+        except Exception:
+            logger.exception("closing the failed generator failed too")
+
+    def _rebuild(self) -> bool:
+        try:
+            self._generator = self._make_generator()
+        except Exception as error:
+            logger.exception("the generator could not be rebuilt")
+            self._report(f"generator rebuild failed: {type(error).__name__}: {error}")
+            return False
+        return True
 
     def _finish(self, handle: JobHandle, last: BaseException | None) -> None:
         self._handles.pop(id(handle.job), None)

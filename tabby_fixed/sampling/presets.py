@@ -5,7 +5,8 @@ A forced value beats the request, falsy ones included (upstream skips forcing 0,
 null, so "force top_k: 0" did nothing). A non-forced value is a default the request may replace;
 ``additive`` (lists only, not forced) puts the preset's items before the request's.
 Presets are looked up next to the config file first, then in the working directory (upstream
-looks only in the working directory).
+looks only in the working directory), then among the presets the package ships, so a shipped
+name such as ``safe_defaults`` works from any folder and from an installed wheel.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from ..bundled import PRESETS_DIR
 from ..errors import ApiError, not_found
 from ..names import plain_name
 from .fields import checked_values
@@ -55,7 +57,7 @@ def parse_overrides(data: Any, source: str) -> dict[str, Override]:
 
 
 def preset_dirs(config_dir: Path, cwd: Path | None = None) -> list[Path]:
-    dirs = [config_dir / "sampler_overrides", (cwd or Path.cwd()) / "sampler_overrides"]
+    dirs = [config_dir / "sampler_overrides", (cwd or Path.cwd()) / "sampler_overrides", PRESETS_DIR]
     return list(dict.fromkeys(d.resolve() for d in dirs))
 
 

@@ -25,8 +25,10 @@ from .. import __version__
 from ..auth import KeyStore
 from ..config import TabbyConfig
 from ..errors import ApiError
-from . import admin, openai, tabby
+from . import admin, anthropic, openai, responses, tabby
 from .models import ModelManager
+from .prepare import prepare
+from .response_store import ResponseStore
 
 logger = logging.getLogger(__name__)
 
@@ -35,13 +37,7 @@ def create_app(config: TabbyConfig) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         watcher = asyncio.ensure_future(app.state.keys.watch())
-        if config.sampling.override_preset:
-            try:
-                app.state.models.select_preset(config.sampling.override_preset)
-            except ApiError as error:
-                logger.warning("sampling.override_preset: %s", error.message)
-        if config.model.model_name:
-            await app.state.models.load(config.model.model_name)
+        await prepare(app)
         try:
             yield
         finally:
@@ -57,36 +53,43 @@ def create_app(config: TabbyConfig) -> FastAPI:
     app.state.preset = None
     app.state.models = ModelManager(app)
     app.state.health_issues = []
+    app.state.responses = ResponseStore(config.network.responses_store_size, config.network.responses_store_ttl)
+    app.state.prepared = False  # the configured preset and model are set up (startup.prepare)
     app.add_middleware(_Unexpected)
     app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["*"], allow_headers=["*"],
                        allow_credentials=True)
     app.include_router(openai.router)
+    app.include_router(anthropic.router)
+    app.include_router(responses.router)
     app.include_router(tabby.router)
     app.include_router(admin.router)
     _add_error_handlers(app)
     return app
 
 
-def _error(error: ApiError) -> JSONResponse:
-    return JSONResponse(error.body(), status_code=error.status)
+def _error(error: ApiError, path: str = "") -> JSONResponse:
+    """OpenAI's error body, or Anthropic's on the Messages routes (their clients read only that)."""
+    body = anthropic.error_body(error) if path.startswith("/v1/messages") else error.body()
+    return JSONResponse(body, status_code=error.status)
 
 
 def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
-    async def api_error(_request: Request, error: ApiError) -> JSONResponse:
-        return _error(error)
+    async def api_error(request: Request, error: ApiError) -> JSONResponse:
+        return _error(error, request.url.path)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
         message = {404: f"There is no route {request.method} {request.url.path}.",
                    405: f"{request.method} is not allowed on {request.url.path}."}.get(error.status_code, error.detail)
-        return _error(ApiError(error.status_code, str(message), code="not_found" if error.status_code == 404 else None))
+        return _error(ApiError(error.status_code, str(message), code="not_found" if error.status_code == 404 else None),
+                      request.url.path)
 
     @app.exception_handler(RequestValidationError)
-    async def validation_error(_request: Request, error: RequestValidationError) -> JSONResponse:
+    async def validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
         first: dict[str, Any] = error.errors()[0] if error.errors() else {"loc": (), "msg": "invalid request"}
         where = ".".join(str(part) for part in first["loc"])
-        return _error(ApiError(400, f"Invalid request: {where}: {first['msg']}.", param=where))
+        return _error(ApiError(400, f"Invalid request: {where}: {first['msg']}.", param=where), request.url.path)
 
 
 
@@ -118,4 +121,4 @@ class _Unexpected:
                 raise
             logger.exception("request failed")
             failure = ApiError(500, f"The server failed: {type(error).__name__}: {error}", type="server_error")
-            await _error(failure)(scope, receive, send)
+            await _error(failure, scope.get("path", ""))(scope, receive, send)

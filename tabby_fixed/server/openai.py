@@ -13,14 +13,15 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from ..auth import ApiPermission
-from ..chat import build_prompt, last_user_text, output_parser
+from ..chat import build_prompt, last_user_text, output_parser, transcript
 from ..engine.base import Finish, GenerationParams, GenerationRequest, Step, TokenLogprob
 from ..errors import ApiError
 from ..output import ChatOutput, OutputEvent, OutputParser
@@ -87,7 +88,8 @@ def _usage(finishes: list[Finish]) -> dict[str, Any]:
     }
 
 
-def _finish_reason(finish: Finish, output: ChatOutput | None = None) -> str:
+def finish_reason(finish: Finish, output: ChatOutput | None = None) -> str:
+    """``stop``, ``length`` (also for a call cut short) or ``tool_calls``: what every route maps from."""
     calls = output.tool_calls if output else []
     if finish.reason == "length" or any(not call.complete for call in calls):
         return "length"
@@ -107,8 +109,8 @@ class _Choices:
 
     @classmethod
     async def start(cls, model: LoadedModel, prompts: list[str], params: GenerationParams,
-                    last_user: list[str]) -> _Choices:
-        return cls([await model.engine.generate(GenerationRequest(prompt, params, user))
+                    last_user: list[str], transcript: tuple[tuple[str, str], ...] = ()) -> _Choices:
+        return cls([await model.engine.generate(GenerationRequest(prompt, params, user, transcript))
                     for prompt, user in zip(prompts, last_user, strict=True)])
 
     async def steps(self, ping_interval: float = 0) -> AsyncIterator[list[tuple[int, Step | Finish]] | None]:
@@ -134,7 +136,7 @@ class _Choices:
         return ["".join(pieces) for pieces in texts], logprobs
 
 
-def _streams(request: Request, fields: GenerationFields) -> tuple[bool, float] | None:
+def stream_settings(request: Request, fields: GenerationFields) -> tuple[bool, float] | None:
     """``(include_usage, ping_interval)`` when the answer streams; None for one JSON body."""
     config = request.app.state.config
     if not fields.stream or config.developer.disable_request_streaming:
@@ -142,45 +144,101 @@ def _streams(request: Request, fields: GenerationFields) -> tuple[bool, float] |
     return bool(fields.stream_options and fields.stream_options.include_usage), config.network.sse_ping_interval
 
 
-async def _guarded(body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """Once the stream has started, an error can only be reported in it: one error event, then the end."""
+def _error_frame(error: ApiError) -> bytes:
+    return frame(error.body())
+
+
+async def guarded(body: AsyncIterator[bytes],
+                  error_frame: Callable[[ApiError], bytes] = _error_frame) -> AsyncIterator[bytes]:
+    """Once the stream has started, an error can only be reported in it: one error event (in the
+    route's own shape), then the end."""
     try:
         async for piece in body:
             yield piece
     except ApiError as error:
-        yield frame(error.body())
+        yield error_frame(error)
     except Exception as error:
         logger.exception("generation failed mid-stream")
-        yield frame(ApiError(500, f"Generation failed: {type(error).__name__}: {error}", type="server_error").body())
+        yield error_frame(ApiError(500, f"Generation failed: {type(error).__name__}: {error}", type="server_error"))
 
 
 # -- chat ---------------------------------------------------------------------------------------
 
+@dataclass
+class ChatJob:
+    """A chat request's jobs, started: what every chat-shaped route (chat completions, Anthropic
+    messages, OpenAI responses) answers from; each route only maps the result to its wire shape."""
+
+    model: LoadedModel
+    params: GenerationParams
+    headers: dict[str, str]  # x-sampler-source
+    choices: _Choices
+    parsers: list[OutputParser]  # one per choice
+
+    @classmethod
+    async def start(cls, request: Request, permission: str, chat: ChatCompletionRequest) -> ChatJob:
+        model = await serving(request.app, chat.model, permission)
+        prompt = build_prompt(model.chat, chat)
+        if request.app.state.config.logging.log_prompt:
+            logger.info("prompt:\n%s", prompt)
+        params, sources = _generation(request.app, model, chat)
+        choices = await _Choices.start(model, [prompt] * chat.n, params, [last_user_text(chat)] * chat.n,
+                                       transcript(chat))
+        parsers = [output_parser(model.chat, chat, prompt) for _ in range(chat.n)]
+        return cls(model, params, {"x-sampler-source": sources}, choices, parsers)
+
+    async def outputs(self) -> tuple[list[ChatOutput], list[list[TokenLogprob]]]:
+        """Every choice run to its end and parsed whole (the same result as streaming it, by construction)."""
+        texts, logprobs = await self.choices.collect()
+        outputs = []
+        for parser, text in zip(self.parsers, texts, strict=True):
+            parser.feed(text)
+            parser.close()
+            outputs.append(parser.result())
+        return outputs, logprobs
+
+    async def whole(self) -> tuple[list[OutputEvent], Done]:
+        """The first choice run to its end: its output events, as one batch, and ``Done``. For the
+        routes that build their answer from events either way, so both ways give the same answer."""
+        texts, _ = await self.choices.collect()
+        parser = self.parsers[0]
+        events = parser.feed(texts[0]) + parser.close()
+        return events, Done(self.choices.done()[0], parser.result())
+
+    async def events(self, ping_interval: float) -> AsyncIterator[OutputEvent | Done | None]:
+        """The first choice's output events as they arrive, then ``Done``; None for a keep-alive
+        ping while the engine is silent. For the routes that have no ``n``."""
+        parser = self.parsers[0]
+        async for batch in self.choices.steps(ping_interval):
+            if batch is None:
+                yield None
+                continue
+            for _, step in batch:
+                for event in parser.feed(step.text) if isinstance(step, Step) else parser.close():
+                    yield event
+                if isinstance(step, Finish):
+                    yield Done(step, parser.result())
+
+
+@dataclass(frozen=True)
+class Done:
+    """The end of a streamed choice: how it finished, and its whole parsed output."""
+
+    finish: Finish
+    output: ChatOutput
+
+
 @router.post("/chat/completions")
 async def chat_completions(request: Request, permission: ApiPermission) -> Response:
     chat: ChatCompletionRequest = parse_body(await read_body(request), ChatCompletionRequest)
-    model = await serving(request.app, chat.model, permission)
-    prompt = build_prompt(model.chat, chat)
-    if request.app.state.config.logging.log_prompt:
-        logger.info("prompt:\n%s", prompt)
-    params, sources = _generation(request.app, model, chat)
-    choices = await _Choices.start(model, [prompt] * chat.n, params, [last_user_text(chat)] * chat.n)
-    parsers = [output_parser(model.chat, chat, prompt) for _ in range(chat.n)]
-    reply = _Reply("chatcmpl", model.name)
-    headers = {"x-sampler-source": sources}
-    if (streaming := _streams(request, chat)) is not None:
-        return sse_response(_guarded(_stream_chat(reply, choices, parsers, *streaming)), headers)
-    texts, logprobs = await choices.collect()
-    outputs = [_parse_whole(parser, text) for parser, text in zip(parsers, texts, strict=True)]
-    wanted = params.top_logprobs is not None
-    return JSONResponse(reply.chat_completion(outputs, choices.done(), logprobs if wanted else None), headers=headers)
-
-
-def _parse_whole(parser: OutputParser, text: str) -> ChatOutput:
-    """The parser fed the whole text once: the same result as streaming it, by construction."""
-    parser.feed(text)
-    parser.close()
-    return parser.result()
+    job = await ChatJob.start(request, permission, chat)
+    reply = _Reply("chatcmpl", job.model.name)
+    if (streaming := stream_settings(request, chat)) is not None:
+        return sse_response(guarded(_stream_chat(reply, job.choices, job.parsers, *streaming)), job.headers)
+    outputs, logprobs = await job.outputs()
+    wanted = job.params.top_logprobs is not None
+    return JSONResponse(reply.chat_completion(outputs, job.choices.done(), logprobs if wanted else None),
+                        headers=job.headers)
 
 
 class _Reply:
@@ -216,9 +274,9 @@ class _Reply:
             choices.append({
                 "index": index,
                 "message": {"role": "assistant", "content": output.content, "reasoning_content": output.reasoning,
-                            "tool_calls": calls or None},
+                            "reasoning": output.reasoning, "tool_calls": calls or None},
                 "logprobs": {"content": _logprob_entries(logprobs[index])} if logprobs is not None else None,
-                "finish_reason": _finish_reason(finish, output), "stop_str": finish.stop_str,
+                "finish_reason": finish_reason(finish, output), "stop_str": finish.stop_str,
             })
         return {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
                 "choices": choices, "usage": _usage(finishes)}
@@ -227,8 +285,8 @@ class _Reply:
 def _delta(event: OutputEvent, ids: dict[int, str]) -> dict[str, Any] | None:
     if isinstance(event, ContentDelta):
         return {"content": event.text}
-    if isinstance(event, ReasoningDelta):
-        return {"reasoning_content": event.text}
+    if isinstance(event, ReasoningDelta):  # both names: clients read one or the other (vLLM renamed it)
+        return {"reasoning_content": event.text, "reasoning": event.text}
     if isinstance(event, ToolCallBegin):
         ids[event.index] = event.call_id or _call_id()  # the model's own id (Kimi) round-trips
         return {"tool_calls": [{"index": event.index, "id": ids[event.index], "type": "function",
@@ -260,7 +318,7 @@ async def _stream_chat(reply: _Reply, choices: _Choices, parsers: list[OutputPar
                     out.append(reply.chunk(index, delta, logprobs=pending[index]))
                     pending[index] = []
             if isinstance(step, Finish):
-                out.append(reply.chunk(index, {}, _finish_reason(step, parser.result()), pending[index]))
+                out.append(reply.chunk(index, {}, finish_reason(step, parser.result()), pending[index]))
                 pending[index] = []
         yield b"".join(out)
     if include_usage:
@@ -279,15 +337,15 @@ async def completions(request: Request, permission: ApiPermission) -> Response:
     choices = await _Choices.start(model, prompts, params, prompts)
     reply = _Reply("cmpl", model.name)
     headers = {"x-sampler-source": sources}
-    if (streaming := _streams(request, completion)) is not None:
-        return sse_response(_guarded(_stream_text(reply, choices, *streaming)), headers)
+    if (streaming := stream_settings(request, completion)) is not None:
+        return sse_response(guarded(_stream_text(reply, choices, *streaming)), headers)
     texts, logprobs = await choices.collect()
     finishes = choices.done()
     wanted = params.top_logprobs is not None
     return JSONResponse(headers=headers, content={
         "id": reply.id, "object": "text_completion", "created": reply.created, "model": reply.model,
         "choices": [{"index": i, "text": text, "logprobs": _text_logprobs(logprobs[i]) if wanted else None,
-                     "finish_reason": _finish_reason(finish), "stop_str": finish.stop_str}
+                     "finish_reason": finish_reason(finish), "stop_str": finish.stop_str}
                     for i, (text, finish) in enumerate(zip(texts, finishes, strict=True))],
         "usage": _usage(finishes),
     })
@@ -308,7 +366,7 @@ async def _stream_text(reply: _Reply, choices: _Choices, include_usage: bool,
             yield ping()
             continue
         yield b"".join(chunk(index, step.text, None, step.logprobs) if isinstance(step, Step) else
-                       chunk(index, "", _finish_reason(step)) for index, step in batch)
+                       chunk(index, "", finish_reason(step)) for index, step in batch)
     if include_usage:
         yield frame({"id": reply.id, "object": "text_completion", "created": reply.created, "model": reply.model,
                      "choices": [], "usage": _usage(choices.done())})

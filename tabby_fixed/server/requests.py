@@ -158,6 +158,11 @@ def parse_body(raw: bytes, model: type[RequestBody]) -> Any:
                             f"column {error.colno}.", code="invalid_json") from None
     if not isinstance(data, dict):
         raise ApiError(400, "The request body must be a JSON object.", code="invalid_json")
+    return validated(data, model)
+
+
+def validated(data: dict[str, Any], model: type[RequestBody]) -> Any:
+    """A decoded body (or one a route translated) as the given model; wrong fields become a 400 naming the spot."""
     try:
         return model.model_validate(data)
     except ValidationError as error:

@@ -143,15 +143,16 @@ class _Tokens:
 @pytest.mark.parametrize(("result", "expected"), [
     ({"stage": "started", "eos": False}, []),
     ({"stage": "streaming", "eos": False, "text": "hi", "token_ids": _Tokens(1)}, [Step("hi", 1)]),
-    ({"stage": "streaming", "eos": True, "text": "a", "token_ids": _Tokens(1), "eos_reason": "stop_token",
-      "held": {"text": "</"}, "new_tokens": 5, "cached_tokens": 256, "time_prefill": 0.5, "time_generate": 1.0,
-      "accepted_draft_tokens": 3, "rejected_draft_tokens": 1},
-     [Step("a</", 1), Finish("stop", 10, 5, 256, None, 0.5, 1.0, 3, 1)]),
+    ({"stage": "streaming", "eos": True, "eos_reason": "max_new_tokens", "new_tokens": 5, "cached_tokens": 256,
+      "time_prefill": 0.5, "time_generate": 1.0, "accepted_draft_tokens": 3, "rejected_draft_tokens": 1},
+     [Finish("length", 10, 5, 256, None, 0.5, 1.0, 3, 1)]),
     ({"stage": "streaming", "eos": True, "eos_reason": "stop_string", "eos_triggering_string": "END",
       "held": {"text": "END"}, "new_tokens": 2}, [Finish("stop", 10, 2, stop_str="END")]),
     ({"stage": "streaming", "eos": True, "eos_reason": "max_new_tokens", "new_tokens": 7}, [Finish("length", 10, 7)]),
 ])
 def test_results_become_steps(result, expected):
+    """Counters and reasons; what a stop token's result holds is checked on the library's own
+    results in test_worker.py."""
     assert result_to_steps(result, 10) == expected
 
 
@@ -184,3 +185,37 @@ def test_token_logprobs_from_probabilities():
     assert first.token == "b" and math.isclose(first.logprob, math.log(0.5))
     assert [t for t, _ in second.top] == ["c", "b"] and math.isclose(second.top[1][1], math.log(0.2), rel_tol=1e-6)
     assert token_logprobs({"token_ids": torch.tensor([[1]])}, ["a"]) == ()
+
+
+def test_dry_sequence_breakers_become_the_token_ids_of_pieces_containing_them(tokenizer):
+    steps = sampler_steps({**NEUTRAL, "dry_multiplier": 0.8, "dry_sequence_breakers": ["\n", "("]}, tokenizer)
+    CustomSampler(steps)
+    (dry,) = [step for step in steps if type(step).__name__ == "SS_DRY"]
+    pieces = tokenizer.get_id_to_piece_list(True)
+    expected = {token for token, piece in enumerate(pieces) if "\n" in piece or "(" in piece}
+    assert expected and set(dry.breakers.token_ids) == expected
+
+
+def test_dry_without_breakers_keeps_the_library_defaults(tokenizer):
+    (dry,) = sampler_steps({**NEUTRAL, "dry_multiplier": 0.8}, tokenizer)[:1]
+    assert type(dry).__name__ == "SS_DRY" and dry.breakers is not None and dry.breakers.token_ids
+
+
+@pytest.mark.parametrize("window", [0, 1, 2, 3, 800])
+def test_every_loop_window_builds_a_job(tokenizer, window):
+    ids = tokenizer.encode("hi", encode_special_tokens=True)
+    values = {**NEUTRAL, "loop_detect_window": window}
+    job = exllamav3.Job(input_ids=ids, sampler=CustomSampler(sampler_steps(values, tokenizer)),
+                        **job_kwargs(values, 10, [2], 2048))
+    assert (job.loop_detector is not None) == (window >= 3)
+
+
+def test_ban_eos_token_never_samples_an_end_of_sequence_token(tokenizer):
+    import torch
+
+    logits = torch.zeros((1, 1, 320))
+    logits[..., 2], logits[..., 0], logits[..., 7] = 9.0, 8.0, 1.0
+    greedy = {**NEUTRAL, "temperature": 0.0}
+    assert CustomSampler(sampler_steps(greedy, tokenizer, [2, 0])).forward(logits.clone()).item() == 2
+    banned = sampler_steps({**greedy, "ban_eos_token": True}, tokenizer, [2, 0])
+    assert CustomSampler(banned).forward(logits.clone()).item() == 7

@@ -1,5 +1,6 @@
-"""The generator thread and its asyncio bridge, driven by a fake generator whose ``iterate()``
-returns results shaped like the real one's, and ExLlamaV3Engine.generate on top of it."""
+"""The generator thread and its asyncio bridge, and ExLlamaV3Engine.generate on top of it, driven by
+ExLlamaV3's own Generator and Job code with a scripted sampler (scripted_generator.py): every result
+dict the engine reads is one the library built."""
 
 from __future__ import annotations
 
@@ -7,117 +8,128 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import exllamav3
 import pytest
-import torch
 
-from tabby_fixed.engine.base import Finish, GenerationParams, GenerationRequest, Step
+from tabby_fixed.engine.base import Constraint, Finish, GenerationParams, GenerationRequest, Step
 from tabby_fixed.engine.exllamav3 import ExLlamaV3Engine
 from tabby_fixed.engine.worker import GeneratorFailed, GeneratorWorker
 from tabby_fixed.errors import ApiError
 from tabby_fixed.sampling import NEUTRAL
+from tests.engine.scripted_generator import ScriptedGenerator
+
+EOS = 2  # <|im_end|>, the fixture model's end of turn
 
 
-class FakeGenerator:
-    """Streams each job's script one piece per ``iterate()``, like ``Generator.iterate()`` does."""
-
-    def __init__(self, script: list[str], fail_on: str | None = None, crash_after: int | None = None) -> None:
-        self.script, self.fail_on, self.crash_after = script, fail_on, crash_after
-        self.jobs: dict[int, list] = {}
-        self.cancelled, self.closed, self.iterations = [], False, 0
-        self.thread: threading.Thread | None = None
-
-    def enqueue(self, job) -> int:
-        self.jobs[id(job)] = [job, 0]
-        return len(self.jobs)
-
-    def cancel(self, job) -> None:
-        self.cancelled.append(job)
-        self.jobs.pop(id(job), None)
-
-    def num_remaining_jobs(self) -> int:
-        return len(self.jobs)
-
-    def close(self) -> None:
-        self.closed = True
-
-    def iterate(self) -> list[dict]:
-        self.thread = threading.current_thread()
-        self.iterations += 1
-        if self.crash_after is not None and self.iterations > self.crash_after:
-            raise RuntimeError("CUDA error: an illegal memory access was encountered")
-        time.sleep(0.001)
-        results = []
-        for key, (job, position) in list(self.jobs.items()):
-            if position == 0:
-                results.append({"job": job, "stage": "started", "eos": False, "serial": 1})
-            piece = self.script[position]
-            if piece == self.fail_on:
-                results.append({"job": job, "stage": "error", "eos": False, "error": ValueError("bad job")})
-                del self.jobs[key]
-                continue
-            last = position == len(self.script) - 1
-            result = {"job": job, "stage": "streaming", "eos": last, "serial": 1, "text": piece,
-                      "token_ids": torch.zeros((1, 1), dtype=torch.long), "token_probs": torch.ones((1, 1))}
-            if last:
-                result.update(eos_reason="stop_token", eos_triggering_token_id=2, new_tokens=len(self.script),
-                              time_prefill=0.01, time_generate=0.02, cached_tokens=0, held={"text": ""})
-                del self.jobs[key]
-            else:
-                self.jobs[key][1] = position + 1
-            results.append(result)
-        return results
+def script(tokenizer, text: str, end: int | None = EOS) -> list[int]:
+    """Token ids for ``text``, then the end-of-turn token (``end=None``: never ends by itself)."""
+    ids = tokenizer.encode(text, encode_special_tokens=True)[0].tolist()
+    return ids + ([end] if end is not None else [])
 
 
-def engine_on(fake: FakeGenerator | Callable[[], FakeGenerator], tokenizer) -> ExLlamaV3Engine:
+def engine_on(make: Callable[[], ScriptedGenerator], tokenizer) -> ExLlamaV3Engine:
     """The real engine class without its GPU load: tokenizer, limits and worker set as __init__ does."""
     engine = ExLlamaV3Engine.__new__(ExLlamaV3Engine)
     engine._tokenizer, engine._tokenizer_lock = tokenizer, threading.Lock()
+    engine._request_tokenizer = exllamav3.Tokenizer.from_config(tokenizer.config)
     engine._max_seq_len, engine._eos_ids, engine._max_rq_tokens, engine._bos = 3000, [2, 0], 2048, (None, False)
     engine._pieces = tokenizer.get_id_to_piece_list(True)
-    engine._worker = GeneratorWorker(fake if callable(fake) else lambda: fake, idle_poll=0.05)
+    engine._worker = GeneratorWorker(make, idle_poll=0.05)
     engine._worker.start()
     return engine
 
 
-def request(text: str = "<|im_start|>user\nhi<|im_end|>\n", **sampler) -> GenerationRequest:
-    return GenerationRequest(text, GenerationParams(max_tokens=50, sampler={**NEUTRAL, **sampler}))
+@pytest.fixture
+def scripted(model_folder: Path, tokenizer):
+    """``scripted(text, **options)``: an engine whose generator answers every job with ``text``."""
+    engines: list[ExLlamaV3Engine] = []
+
+    def start(text: str, end: int | None = EOS, **options) -> tuple[ExLlamaV3Engine, ScriptedGenerator]:
+        generator = ScriptedGenerator(model_folder, script(tokenizer, text, end), **options)
+        engines.append(engine_on(lambda: generator, tokenizer))
+        return engines[-1], generator
+
+    yield start
+    for engine in engines:
+        engine._worker.stop()
+
+
+def request(text: str = "<|im_start|>user\nhi<|im_end|>\n", max_tokens: int = 50, stop: list[str] = (),
+            **sampler) -> GenerationRequest:
+    return GenerationRequest(text, GenerationParams(max_tokens=max_tokens, stop=tuple(stop),
+                                                    sampler={**NEUTRAL, **sampler}))
 
 
 async def collect(engine: ExLlamaV3Engine, req: GenerationRequest) -> list:
     return [item async for item in await engine.generate(req)]
 
 
-def test_generation_runs_on_the_generator_thread(tokenizer):
-    fake = FakeGenerator(["def", " f", "():"])
-    engine = engine_on(fake, tokenizer)
+def text_of(items: list) -> str:
+    return "".join(item.text for item in items if isinstance(item, Step))
+
+
+def test_generation_runs_on_the_generator_thread(scripted):
+    engine, generator = scripted("def f():")
     items = asyncio.run(collect(engine, request(temperature=0.7, top_k=20)))
-    assert [i.text for i in items if isinstance(i, Step)] == ["def", " f", "():"]
-    assert isinstance(items[-1], Finish) and items[-1].completion_tokens == 3 and items[-1].reason == "stop"
-    assert fake.thread is not None and fake.thread is not threading.main_thread()
+    assert text_of(items) == "def f():"
+    assert isinstance(items[-1], Finish) and items[-1].reason == "stop"
+    assert items[-1].completion_tokens == len(generator.script), "the end-of-turn token counts, as upstream"
+    assert generator.thread is not None and generator.thread is not threading.main_thread()
     assert engine.active_jobs() == 0
     engine._worker.stop()
-    assert fake.closed
+    assert generator.closed
 
 
-def test_concurrent_jobs_share_the_generator(tokenizer):
-    engine = engine_on(FakeGenerator(["a", "b", "c", "d"]), tokenizer)
+@pytest.mark.parametrize("stream_text", ["write_file(path)", "<tool_call>\n{}\n</tool_call>", "content </"])
+def test_no_end_of_turn_text_in_the_output(scripted, stream_text):
+    """The library's result for a stop token holds the stop token's own piece (<|im_end|>) behind
+    the pending text; only the pending text is output."""
+    engine, _ = scripted(stream_text)
+    items = asyncio.run(collect(engine, request(stop=["</tool_result>"])))
+    assert text_of(items) == stream_text
+    assert "<|im_end|>" not in text_of(items)
+
+
+def test_text_held_for_a_possible_stop_string_is_released_on_end_of_turn(scripted, tokenizer):
+    engine, _ = scripted("done </")
+    items = asyncio.run(collect(engine, request(stop=["</tool_result>"], logprobs=True)))
+    assert text_of(items) == "done </"
+    steps = [item for item in items if isinstance(item, Step)]
+    assert sum(step.token_count for step in steps) == len(script(tokenizer, "done </", end=None))
+
+
+def test_a_stop_string_ends_the_text_before_it(scripted):
+    engine, _ = scripted("answer</tool_result> more")
+    items = asyncio.run(collect(engine, request(stop=["</tool_result>"])))
+    assert text_of(items) == "answer" and items[-1].stop_str == "</tool_result>"
+
+
+def test_logprobs_cover_the_held_tokens_but_not_the_stop_token(scripted, tokenizer):
+    engine, _ = scripted("done </")
+    req = GenerationRequest("<|im_start|>user\nhi<|im_end|>\n", GenerationParams(
+        max_tokens=50, stop=("</tool_result>",), sampler=NEUTRAL, top_logprobs=1))
+    items = asyncio.run(collect(engine, req))
+    logprobs = [entry for item in items if isinstance(item, Step) for entry in item.logprobs]
+    assert "".join(entry.token for entry in logprobs) == "done </"
+
+
+def test_concurrent_jobs_share_the_generator(scripted):
+    engine, _ = scripted("abcd")
 
     async def many():
         return await asyncio.gather(*(collect(engine, request()) for _ in range(8)))
 
     outputs = asyncio.run(many())
-    assert all("".join(i.text for i in out if isinstance(i, Step)) == "abcd" for out in outputs)
-    engine._worker.stop()
+    assert all(text_of(out) == "abcd" for out in outputs)
 
 
-def test_closing_the_iterator_cancels_the_job(tokenizer):
-    fake = FakeGenerator(["x"] * 10_000)
-    engine = engine_on(fake, tokenizer)
+def test_closing_the_iterator_cancels_the_job(scripted):
+    engine, generator = scripted("x", end=None, step_seconds=0.005)
 
     async def read_one():
-        steps = await engine.generate(request())
+        steps = await engine.generate(request(max_tokens=400))
         first = await steps.__anext__()
         await steps.aclose()
         return first
@@ -126,23 +138,25 @@ def test_closing_the_iterator_cancels_the_job(tokenizer):
     deadline = time.monotonic() + 2
     while engine.active_jobs() and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert engine.active_jobs() == 0 and len(fake.cancelled) == 1
+    assert engine.active_jobs() == 0 and len(generator.cancelled) == 1
+    assert generator.num_remaining_jobs() == 0, "the library no longer holds the job"
+
+
+def test_a_job_error_fails_that_job_only(scripted, tokenizer):
+    engine, _ = scripted("ok BAD end")
+    bad = script(tokenizer, "ok BAD end")[2]
     engine._worker.stop()
-
-
-def test_a_job_error_fails_that_job_only(tokenizer):
-    engine = engine_on(FakeGenerator(["ok", "BAD", "end"], fail_on="BAD"), tokenizer)
+    engine, _ = scripted("ok BAD end", fail_on=bad)
     with pytest.raises(RuntimeError, match="bad job"):
         asyncio.run(collect(engine, request()))
     assert engine.health_issues() == []
-    engine._worker.stop()
 
 
-def test_a_fatal_generator_error_rebuilds_and_reports_until_recovery(tokenizer):
+def test_a_fatal_generator_error_rebuilds_and_reports_until_recovery(model_folder, tokenizer):
     built = []
 
     def make():
-        built.append(FakeGenerator(["a", "b"], crash_after=1 if not built else None))
+        built.append(ScriptedGenerator(model_folder, script(tokenizer, "ab"), crash_after=1 if not built else None))
         return built[-1]
 
     engine = engine_on(make, tokenizer)
@@ -155,49 +169,74 @@ def test_a_fatal_generator_error_rebuilds_and_reports_until_recovery(tokenizer):
     engine._worker.stop()
 
 
-def test_the_context_is_checked_before_a_job_exists(tokenizer):
-    engine = engine_on(FakeGenerator(["a"]), tokenizer)
+def test_the_context_is_checked_before_a_job_exists(scripted):
+    engine, _ = scripted("a")
     engine._max_seq_len = 5
     with pytest.raises(ApiError) as error:
         asyncio.run(engine.generate(request("def write_file(path, content): return path + content\n" * 3)))
     assert error.value.code == "context_length_exceeded"
-    engine._worker.stop()
 
 
-def test_a_job_that_cannot_be_built_fails_alone(tokenizer):
-    engine = engine_on(FakeGenerator(["a"]), tokenizer)
-    with pytest.raises(ValueError):  # llguidance refuses the grammar while the job is built
-        from tabby_fixed.engine.base import Constraint
-
-        bad = GenerationRequest("hi", GenerationParams(sampler=NEUTRAL, constraint=Constraint("grammar", "x ::= (")))
-        asyncio.run(collect(engine, bad))
+@pytest.mark.parametrize(("constraint", "field"), [
+    (Constraint("grammar", "x ::= ("), "grammar_string"), (Constraint("regex", "(unclosed"), "regex_pattern"),
+    (Constraint("json_schema", {"type": "no-such-type"}), "json_schema"),
+])
+def test_a_constraint_llguidance_refuses_is_a_400_before_anything_is_queued(scripted, constraint, field):
+    engine, generator = scripted("a")
+    bad = GenerationRequest("hi", GenerationParams(sampler=NEUTRAL, constraint=constraint))
+    with pytest.raises(ApiError) as error:
+        asyncio.run(engine.generate(bad))
+    assert error.value.status == 400 and error.value.param == field and field in error.value.message
+    assert generator.job_serial == 0, "no job was queued"
     assert isinstance(asyncio.run(collect(engine, request()))[-1], Finish)
-    engine._worker.stop()
 
 
-def test_unloading_fails_running_jobs(tokenizer):
-    fake = FakeGenerator(["x"] * 100_000)
-    engine = engine_on(fake, tokenizer)
+def test_unloading_fails_running_jobs(scripted):
+    engine, generator = scripted("x", end=None, step_seconds=0.005)
 
     async def run_then_stop():
-        steps = await engine.generate(request())
+        steps = await engine.generate(request(max_tokens=400))
         await steps.__anext__()
         await asyncio.to_thread(engine._worker.stop)
         return [item async for item in steps]
 
     with pytest.raises(GeneratorFailed, match="unloaded"):
         asyncio.run(run_then_stop())
-    assert fake.closed and exllamav3 is not None
+    assert generator.closed
 
 
-def test_a_job_nobody_reads_never_starts(tokenizer):
-    fake = FakeGenerator(["a"])
-    engine = engine_on(fake, tokenizer)
+def test_a_job_nobody_reads_never_starts(scripted):
+    engine, generator = scripted("a")
 
     async def start_only():
         return await engine.generate(request())
 
     asyncio.run(start_only())
     time.sleep(0.1)
-    assert engine.active_jobs() == 0 and fake.jobs == {} and fake.iterations == 0
+    assert engine.active_jobs() == 0 and generator.num_remaining_jobs() == 0 and generator.iterations == 0
+
+
+def test_a_generator_that_cannot_be_rebuilt_fails_requests_instead_of_hanging(model_folder, tokenizer):
+    """A sticky CUDA error breaks the rebuild too: later requests fail at once with the reason,
+    and a later rebuild that works brings the engine back."""
+    built, broken = [], [True]
+
+    def make():
+        if built and broken[0]:
+            raise RuntimeError("CUDA error: unspecified launch failure")
+        built.append(ScriptedGenerator(model_folder, script(tokenizer, "ab"), crash_after=1 if not built else None))
+        return built[-1]
+
+    engine = engine_on(make, tokenizer)
+    with pytest.raises(GeneratorFailed, match="illegal memory access"):
+        asyncio.run(collect(engine, request()))
+
+    async def bounded():
+        return await asyncio.wait_for(collect(engine, request()), timeout=10)
+
+    with pytest.raises(GeneratorFailed, match="unspecified launch failure"):
+        asyncio.run(bounded())
+    assert any("rebuild failed" in issue["description"] for issue in engine.health_issues())
+    broken[0] = False
+    assert text_of(asyncio.run(bounded())) == "ab" and engine.health_issues() == []
     engine._worker.stop()

@@ -65,6 +65,22 @@ def server(workspace: Path) -> Iterator[LiveServer]:
 
 
 @pytest.fixture(scope="session")
+def thinker(workspace: Path) -> Iterator[LiveServer]:
+    """A model whose template opens ``<think>``: its output starts in reasoning."""
+    yield from serve(workspace, "thinker")
+
+
+@pytest.fixture(scope="session")
+def demo_server() -> Iterator[LiveServer]:
+    """The shipped demo model (examples/models/demo), without keys."""
+    examples = Path(__file__).resolve().parents[2] / "examples" / "models"
+    config = load_config(["--model-dir", str(examples), "--model-name", "demo", "--disable-auth", "true"],
+                         environ={}, cwd=examples)
+    with live_server(config) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
 def client(server: LiveServer) -> openai.OpenAI:
     return openai.OpenAI(base_url=server.v1, api_key=API_KEY, max_retries=0, timeout=30)
 

@@ -155,12 +155,13 @@ def test_reasoning_is_split_from_the_answer(workspace, model):
         thinker = openai.OpenAI(base_url=server.v1, api_key=API_KEY, max_retries=0)
         text = "Let me think.\n</think>\n\n" + SEED_OUTPUTS["indentation"]
         message = thinker.chat.completions.create(model=model, messages=ask(text), tools=TOOLS).choices[0].message
-        assert message.model_extra["reasoning_content"] == "Let me think.\n"
+        assert message.model_extra["reasoning_content"] == message.model_extra["reasoning"] == "Let me think.\n"
         assert json.loads(message.tool_calls[0].function.arguments)["content"] == "    return x\n"
         chunks = list(thinker.chat.completions.create(model=model, messages=ask(text), tools=TOOLS, stream=True))
         reasoning = "".join((c.choices[0].delta.model_extra or {}).get("reasoning_content") or "" for c in chunks
                             if c.choices)
-        assert reasoning == "Let me think.\n"
+        mirrored = "".join((c.choices[0].delta.model_extra or {}).get("reasoning") or "" for c in chunks if c.choices)
+        assert reasoning == mirrored == "Let me think.\n"
 
 
 def test_text_completion(http: httpx.Client):

@@ -12,10 +12,11 @@ from tests.support import parse_both
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_conformance_case(case: ConformanceCase):
     result = parse_both(ToolCallParser(case.tool_format, TOOLS), case.text, random_count=4)
-    assert mismatch(case, [(c.name, c.arguments_json) for c in result.tool_calls]) is None
+    assert mismatch(case, [(c.name, c.arguments_json) for c in result.tool_calls], result.content) is None
 
 
 def test_mismatch_reports_type_changes():
     case = CASES[0]
     assert "expected" in mismatch(case, [("write_file", '{"path": "p", "content": 123}')])
     assert "not JSON" in mismatch(case, [("write_file", "{")])
+    assert "expected content" in mismatch(case, [], "<tool_call>")

@@ -1,1 +1,0 @@
-"""Glue that lets other servers use our parser (see ``patches/`` for upstream TabbyAPI)."""
