@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
+import anthropic
 import httpx
 import openai
 import pytest
@@ -122,3 +123,17 @@ def test_harmony_and_muse_glimmer_switches(format_server: LiveServer, folder, se
         assert response.status_code == 200
     card = httpx.get(format_server.v1 + "/model", headers=admin_headers, timeout=30).json()
     assert card["parameters"]["tool_format"] == expected
+
+
+def test_kimi_ids_reach_messages_and_responses_clients(format_server: LiveServer, admin: openai.OpenAI):
+    """The Anthropic Messages and OpenAI Responses routes hand out the model's own ids too."""
+    case = next(c for c in CASES if c.name == "kimi_k2")
+    text = "RAW:" + case.write([LIST, WRITE])
+    with anthropic.Anthropic(base_url=format_server.url, api_key=ADMIN_KEY, max_retries=0, timeout=30) as claude:
+        message = claude.messages.create(model="fmt-kimi_k2", max_tokens=500, messages=[
+            {"role": "user", "content": text}], tools=[{"name": t["function"]["name"], "input_schema": t["function"][
+                "parameters"]} for t in TOOLS])
+    assert [b.id for b in message.content if b.type == "tool_use"] == MODEL_IDS["kimi_k2"]
+    response = admin.responses.create(model="fmt-kimi_k2", input=text, tools=[
+        {"type": "function", "name": t["function"]["name"], "parameters": t["function"]["parameters"]} for t in TOOLS])
+    assert [i.call_id for i in response.output if i.type == "function_call"] == MODEL_IDS["kimi_k2"]
