@@ -12,7 +12,7 @@ with content and calls interleaved as the model wrote them.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .reasoning import ChannelSplitter, ReasoningDelta, ReasoningSplitter
 from .toolcalls import ContentDelta, ToolCall, ToolCallArgs, ToolCallBegin, ToolCallEnd, ToolCallParser
@@ -57,6 +57,8 @@ class OutputParser:
                                                exit_tags=exits)
         self._first_call_only = first_call_only
         self._content: list[str] = []
+        self._new_call_id = tool_parser.format.new_call_id if tool_parser is not None else None
+        self._call_ids: dict[int, str] = {}  # ids made here for calls the model gave none
 
     def feed(self, text: str) -> list[OutputEvent]:
         return self._route(self._splitter.feed(text) if self._splitter else [ContentDelta(text)], final=False)
@@ -70,8 +72,9 @@ class OutputParser:
             content = "".join(self._content)
             return ChatOutput(reasoning, content if content.strip() else None)
         parsed = self._tools.result
-        calls = parsed.tool_calls[:1] if self._first_call_only else parsed.tool_calls
-        return ChatOutput(reasoning, parsed.content, calls)
+        calls = [replace(call, call_id=self._call_ids[index]) if index in self._call_ids else call
+                 for index, call in enumerate(parsed.tool_calls)]
+        return ChatOutput(reasoning, parsed.content, calls[:1] if self._first_call_only else calls)
 
     def _route(self, pieces: list[ReasoningDelta | ContentDelta], final: bool) -> list[OutputEvent]:
         events: list[OutputEvent] = []
@@ -84,9 +87,19 @@ class OutputParser:
                     self._content.append(piece.text)
         if final and self._tools is not None:
             events += self._tools.close()
+        events = [self._with_id(e) if isinstance(e, ToolCallBegin) and e.call_id is None else e for e in events]
         if self._first_call_only:
             events = [e for e in events if not isinstance(e, _CALL_EVENTS) or e.index == 0]
         return events
+
+
+    def _with_id(self, begin: ToolCallBegin) -> ToolCallBegin:
+        """A call the model gave no id, with one in the shape its format needs (Mistral), if any."""
+        call_id = self._new_call_id() if self._new_call_id is not None else None
+        if call_id is None:
+            return begin
+        self._call_ids[begin.index] = call_id
+        return replace(begin, call_id=call_id)
 
 
 class BlockText:

@@ -6,6 +6,7 @@ the calls, with the model's own call ids where the format has them (Kimi)."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 
 import anthropic
@@ -63,7 +64,12 @@ def check_message(case: FormatCase, reasoning: str | None, content: str | None, 
     assert [(c.function.name, json.loads(c.function.arguments)) for c in calls] == [LIST, WRITE]
     assert [c.function.arguments for c in calls] == [c.arguments_json for c in want.tool_calls]
     ids = [c.id for c in calls]
-    assert ids == MODEL_IDS[case.name] if case.name in MODEL_IDS else all(i.startswith("call_") for i in ids)
+    if case.name in MODEL_IDS:
+        assert ids == MODEL_IDS[case.name]
+    elif case.name == "mistral":  # ids made for Mistral have the shape its templates expect back
+        assert all(re.fullmatch("[A-Za-z0-9]{9}", i) for i in ids) and len(set(ids)) == 2
+    else:
+        assert all(i.startswith("call_") for i in ids)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

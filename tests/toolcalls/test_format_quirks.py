@@ -3,10 +3,12 @@ detection, and every tool-format name upstream TabbyAPI accepts."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tabby_fixed.output import OutputParser, ReasoningSettings
-from tabby_fixed.toolcalls import FORMATS, ToolCallParser, detect_format
+from tabby_fixed.toolcalls import FORMATS, ToolCallBegin, ToolCallParser, detect_format
 from tests.support import parse_both
 from tests.toolcalls.test_formats import TOOLS
 
@@ -127,3 +129,11 @@ def test_named_json_that_breaks_off_ends_the_call_incomplete(body):
     result = parse_both(ToolCallParser("mistral", TOOLS), text, random_count=4)
     [call] = result.tool_calls
     assert call.name == "list_dir" and not call.complete and "trailing" in result.content
+
+
+def test_mistral_calls_without_an_id_get_one_of_nine_letters_and_digits_in_both_modes():
+    parser = OutputParser(tool_parser=ToolCallParser("mistral", TOOLS))
+    events = parser.feed('[TOOL_CALLS]list_dir[ARGS]{"path": "."}') + parser.close()
+    [begin] = [e for e in events if isinstance(e, ToolCallBegin)]
+    [call] = parser.result().tool_calls
+    assert re.fullmatch("[A-Za-z0-9]{9}", begin.call_id) and call.call_id == begin.call_id

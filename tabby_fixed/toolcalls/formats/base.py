@@ -150,6 +150,11 @@ class CallFormat:
         """Whether a chat template teaches this format."""
         return False
 
+    def new_call_id(self) -> str | None:
+        """An id for a call the model gave none, when the family's templates need a particular
+        shape; None lets the server make its own."""
+        return None
+
     @property
     def call_closers(self) -> tuple[str, ...]:
         return (self.call_close,) if self.call_close else ()

@@ -8,11 +8,14 @@
 
 Devstral, Magistral, Ministral 3, Mistral Small 3.2+ and Large 3 write the first form; Mistral 7B
 v0.3, Nemo and Small 3.0/3.1 the list. There is no closing tag: a call ends with its JSON. Ids
-the model wrote (``[CALL_ID]``, ``"id"``) are returned as the call ids.
+the model wrote (``[CALL_ID]``, ``"id"``) are returned as the call ids; calls without one get a
+nine-character id, the shape Mistral's templates expect back.
 """
 
 from __future__ import annotations
 
+import secrets
+import string
 from typing import Any
 
 from ..partial import finished_items
@@ -21,9 +24,17 @@ from .base import Answer, CallFormat, Decoded, JsonOpened, after_wrapper, betwee
 from .hermes import cut_named_call, named_call
 
 _TOOL_CALLS, _ARGS, _CALL_ID = "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"
+_ID_ALPHABET = string.ascii_letters + string.digits
 
 
-class Mistral(CallFormat):
+class _MistralIds(CallFormat):
+    """Mistral's templates and tokenizers expect call ids of nine letters and digits."""
+
+    def new_call_id(self) -> str | None:
+        return "".join(secrets.choice(_ID_ALPHABET) for _ in range(9))
+
+
+class Mistral(_MistralIds):
     names = ("mistral",)
     wrapper_open = _TOOL_CALLS
     start_markers = (_TOOL_CALLS,)
@@ -40,7 +51,7 @@ class Mistral(CallFormat):
         return _TOOL_CALLS in chat_template and _ARGS in chat_template
 
 
-class MistralOld(CallFormat):
+class MistralOld(_MistralIds):
     names = ("mistral_old",)
     wrapper_open = _TOOL_CALLS
     start_markers = (_TOOL_CALLS,)
