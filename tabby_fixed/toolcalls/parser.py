@@ -299,6 +299,8 @@ class ToolCallStream:
     # -- JSON arguments, streamed --------------------------------------------------------------
 
     def _step_args(self, final: bool) -> bool:
+        """One step through the arguments object: its members are read as they arrive, string
+        values streamed, other values emitted once complete (and typed by the schema)."""
         reader = self._arguments
         if reader.phase is Phase.STRING:
             return self._args_string(final)
