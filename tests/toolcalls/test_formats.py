@@ -211,7 +211,9 @@ def test_unicode_names_and_values(case):
 
 
 @pytest.mark.parametrize("value", ["", " ", "\n", "a < b && c > d", "<", "</", "<parameter=x>", "<arg_key>k</arg_key>",
-                                   "</function>", "\\n is not a newline", '"quoted"', "tab\there"])
+                                   "</function>", "\\n is not a newline", '"quoted"', "tab\there",
+                                   "<|tool_call_end|>", "[TOOL_CALLS]x[ARGS]{", "</｜DSML｜invoke>",
+                                   '<atem:invoke name="x">', "<tool_call:opensource>", "<|start|>"])
 def test_awkward_string_values(case, value):
     call = ("write_file", {"path": "p", "content": value})
     assert calls_of(parse(case, case.write([call]))) == [call]
