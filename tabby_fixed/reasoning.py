@@ -155,15 +155,19 @@ class ChannelSplitter(_Splitter):
         return self._events
 
     def _run(self, final: bool) -> list[ReasoningDelta | ContentDelta]:
+        """One pass over the buffer by position: tokens repeated all through a long piece cost
+        linear time (the rest of the buffer is not copied at each one)."""
         self._events = []
-        while self._buffer:
-            size, marker = scan(self._buffer, self._tokens, final)
-            self._text(self._buffer[:size])
-            self._buffer = self._buffer[size:]
+        buffer, at = self._buffer, 0
+        while at < len(buffer):
+            size, marker = scan(buffer, self._tokens, final, at)
+            self._text(buffer[at:at + size])
+            at += size
             if marker is None:
                 break
-            self._buffer = self._buffer[len(marker):]
+            at += len(marker)
             self._token(marker)
+        self._buffer = buffer[at:]
         return self._events
 
     def _text(self, text: str) -> None:

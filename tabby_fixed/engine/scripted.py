@@ -7,6 +7,7 @@ A scripted model is a folder holding ``scripted.yml``::
     reasoning: false                  # optional
     chat_template: template.jinja     # optional; the built-in ChatML template with tools otherwise
     token_delay_ms: 0                 # optional pause before each token
+    constraint_check_seconds: 1       # optional: longest a regex or JSON-schema check of the output may run
     max_seq_len: 32768                # optional
     responses:                        # first match wins
       - role: tool                    # the last message is a tool result: answer it, ending the loop
@@ -29,24 +30,33 @@ conversation's Nth answer (1 + the assistant messages before it). ``match`` defa
 anything. Each ``match`` is tried with ``re.search``; ``{name}`` in ``output`` is replaced by that named
 group's text verbatim (``{{`` and ``}}`` for literal braces). The answer is cut into tokens by
 the folder's ``tokenizer.json`` when there is one, else into word, space and punctuation pieces,
-and goes through the same limits as a real model's: stop strings, ``max_tokens``, the context.
+and goes through the same limits as a real model's: stop strings, ``max_tokens``, the context,
+and the reasoning budget (the scripted reasoning is cut there, the budget message and end tag are
+forced, and the script's answer after its own end tag follows).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import itertools
 import json
 import re
 import string
+import sys
+import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jsonschema
+import regex
 import yaml
+from jsonschema.exceptions import ValidationError
 
+from ..reasoning_budget import BudgetWatch, ReasoningBudget
 from ..templating import find_chat_template
 from ..toolcalls.scanner import scan
 from .base import (
@@ -62,6 +72,9 @@ from .base import (
 
 BUILTIN_TEMPLATE = Path(__file__).with_name("chatml_tools.jinja")
 _PIECES = re.compile(r"\w+|\s+|[^\w\s]")
+_VOCABULARY_LIMIT = 65536
+_PIECE_LIMIT = 32
+_CHAR_BASE = _VOCABULARY_LIMIT
 #: With no delay, give other requests the loop after this many tokens.
 _YIELD_EVERY = 16
 
@@ -138,7 +151,12 @@ def _responses(path: Path, entries: Any) -> list[_Response]:
 
 class _Tokenizer:
     """The folder's tokenizer.json when present; else a vocabulary of word/space/punctuation pieces
-    that grows as text is seen (ids are stable for the engine's lifetime)."""
+    that grows as text is seen (ids are stable for the engine's lifetime).
+
+    Prompts come from clients, so that vocabulary is bounded: once it holds
+    ``_VOCABULARY_LIMIT`` pieces, and for any piece longer than ``_PIECE_LIMIT`` characters, new
+    text is spelled one character per token (id ``_CHAR_BASE + ord(c)``), which needs no memory.
+    """
 
     def __init__(self, folder: Path) -> None:
         path = folder / "tokenizer.json"
@@ -149,43 +167,80 @@ class _Tokenizer:
             self._hf = Tokenizer.from_file(str(path))
         self._ids: dict[str, int] = {}
         self._pieces: list[str] = []
+        self._lock = threading.Lock()  # prompts are counted on worker threads
 
     def encode(self, text: str) -> list[int]:
         if self._hf is not None:
             return self._hf.encode(text, add_special_tokens=False).ids
-        return [self._ids.setdefault(p, len(self._ids)) for p in self._remember(text)]
+        return list(self._word_ids(text))
 
-    def _remember(self, text: str) -> list[str]:
-        pieces = _PIECES.findall(text)
-        for piece in pieces:
-            if piece not in self._ids:
-                self._ids[piece] = len(self._pieces)
-                self._pieces.append(piece)
-        return pieces
+    def count(self, text: str) -> int:
+        """How many tokens encode would give, without building the list."""
+        if self._hf is not None:
+            return len(self._hf.encode(text, add_special_tokens=False).ids)
+        return sum(1 for _ in self._word_ids(text))
+
+    def _word_ids(self, text: str) -> Iterator[int]:
+        for found in _PIECES.finditer(text):
+            piece = found.group()
+            known = self._ids.get(piece)
+            if known is None and len(piece) <= _PIECE_LIMIT and len(self._pieces) < _VOCABULARY_LIMIT:
+                with self._lock:
+                    known = self._ids.setdefault(piece, len(self._pieces))
+                    if known == len(self._pieces):
+                        self._pieces.append(piece)
+            if known is not None:
+                yield known
+            else:
+                yield from (_CHAR_BASE + ord(char) for char in piece)
 
     def decode(self, ids: list[int]) -> str:
         if self._hf is not None:
             return self._hf.decode(ids, skip_special_tokens=False)
-        return "".join(self._pieces[i] for i in ids if 0 <= i < len(self._pieces))
+        return "".join(self._piece(i) for i in ids)
 
-    def pieces(self, text: str) -> list[str]:
-        """The text as the tokens a model would emit, each decoded on its own."""
+    def _piece(self, token: int) -> str:
+        if 0 <= token < len(self._pieces):
+            return self._pieces[token]
+        return chr(token - _CHAR_BASE) if 0 <= token - _CHAR_BASE <= sys.maxunicode else ""
+
+    def pieces(self, text: str) -> Iterator[str]:
+        """The text as the tokens a model would emit, each decoded on its own, as they are needed."""
         if self._hf is None:
-            return self._remember(text)
+            return (found.group() for found in _PIECES.finditer(text))
         from tokenizers.decoders import DecodeStream
 
         stream = DecodeStream(skip_special_tokens=False)
-        pieces = [stream.step(self._hf, token) for token in self.encode(text)]
-        return [piece or "" for piece in pieces]
+        return (stream.step(self._hf, token) or "" for token in self.encode(text))
 
 
-def check_constraint(text: str, constraint: Constraint | None) -> None:
+def check_constraint(text: str, constraint: Constraint | None, seconds: float = 1.0) -> None:
     """Scripted output cannot be steered, so it is checked: a mismatch fails the job, as a real
-    engine's output never could. Grammars are not checked (no grammar engine here)."""
+    engine's output never could. Grammars are not checked (no grammar engine here).
+
+    The patterns come from the request, so a pattern that backtracks catastrophically must not
+    hang anything: every match (``regex_pattern``, and a schema's ``pattern``,
+    ``patternProperties`` and ``additionalProperties``) runs on the ``regex`` module with the time
+    that is left of ``seconds``, releasing the GIL; the caller runs this off the event loop.
+    """
     if constraint is None or constraint.kind == "grammar":
         return
+    token = _DEADLINE.set(time.monotonic() + seconds)
+    try:
+        _check_within_deadline(text, constraint)
+    except TimeoutError:
+        raise ScriptedFailure(f"checking the scripted output against the request's {constraint.kind} took longer "
+                              f"than {seconds:g} s (constraint_check_seconds); the pattern backtracks too much"
+                              ) from None
+    except RecursionError:
+        raise ScriptedFailure("the request's JSON schema refers to itself without end") from None
+    finally:
+        _DEADLINE.reset(token)
+
+
+def _check_within_deadline(text: str, constraint: Constraint) -> None:
     if constraint.kind == "regex":
-        if re.fullmatch(constraint.value, text, re.DOTALL) is None:
+        if not _matches(constraint.value, text, whole=True):
             raise ScriptedFailure(f"the scripted output does not match the regex {constraint.value!r}")
         return
     try:
@@ -193,9 +248,54 @@ def check_constraint(text: str, constraint: Constraint | None) -> None:
     except ValueError as error:
         raise ScriptedFailure(f"the scripted output is not JSON: {error}") from error
     if constraint.kind == "json_schema":
-        problem = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(constraint.value).iter_errors(value))
+        problem = jsonschema.exceptions.best_match(_SchemaValidator(constraint.value).iter_errors(value))
         if problem is not None:
             raise ScriptedFailure(f"the scripted output does not match the JSON schema: {problem.message}")
+
+
+_DEADLINE: contextvars.ContextVar[float] = contextvars.ContextVar("constraint_deadline", default=float("inf"))
+
+
+def _matches(pattern: str, text: str, whole: bool = False) -> bool:
+    """``re.search`` (or ``fullmatch``, DOTALL) within the check's deadline; TimeoutError past it."""
+    left = _DEADLINE.get() - time.monotonic()
+    if left <= 0:
+        raise TimeoutError
+    if whole:
+        return regex.fullmatch(pattern, text, regex.DOTALL, timeout=left, concurrent=True) is not None
+    return regex.search(pattern, text, timeout=left, concurrent=True) is not None
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and not _matches(pattern, instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any,
+                        schema: Any) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            if _matches(pattern, key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional_properties(validator: Any, additional: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    named, patterns = schema.get("properties", {}), schema.get("patternProperties", {})
+    extras = [key for key in instance if key not in named and not any(_matches(p, key) for p in patterns)]
+    if validator.is_type(additional, "object"):
+        for key in extras:
+            yield from validator.descend(instance[key], additional, path=key)
+    elif additional is False and extras:
+        yield ValidationError(f"additional properties are not allowed ({', '.join(map(repr, extras))} unexpected)")
+
+
+#: Draft 2020-12 with every pattern match bounded by the check's deadline.
+_SchemaValidator = jsonschema.validators.extend(jsonschema.Draft202012Validator, {
+    "pattern": _pattern, "patternProperties": _pattern_properties, "additionalProperties": _additional_properties})
 
 
 class ScriptedEngine:
@@ -211,6 +311,10 @@ class ScriptedEngine:
         if not isinstance(delay, (int, float)) or delay < 0:
             raise ScriptError(f"{path}: 'token_delay_ms' must be a number >= 0")
         self._delay = delay / 1000
+        check_seconds = script.get("constraint_check_seconds", 1)
+        if not isinstance(check_seconds, (int, float)) or check_seconds <= 0:
+            raise ScriptError(f"{path}: 'constraint_check_seconds' must be a number > 0")
+        self._check_seconds = float(check_seconds)
         self._tokenizer = _Tokenizer(folder)
         self._active = 0
         self._unloaded = False
@@ -259,14 +363,27 @@ class ScriptedEngine:
         return self._default, None
 
     async def generate(self, request: GenerationRequest) -> AsyncIterator[Step | Finish]:
-        prompt_tokens = len(self.encode(request.prompt))
+        prompt_tokens = await asyncio.to_thread(self._tokenizer.count, request.prompt)
         budget = completion_budget(prompt_tokens, self.info.max_seq_len, request.params.max_tokens)
         output, failure = self.answer(request)
         stops = tuple(stop for stop in request.params.stop if isinstance(stop, str) and stop)
         return self._replay(self._tokenizer.pieces(output), budget, stops, prompt_tokens, failure,
                             request.params)
 
-    async def _replay(self, pieces: list[str], budget: int, stops: tuple[str, ...], prompt_tokens: int,
+    async def _check(self, text: str, constraint: Constraint | None) -> None:
+        if constraint is not None:
+            await asyncio.to_thread(check_constraint, text, constraint, self._check_seconds)
+
+    def _cut_reasoning(self, rest: Iterator[str], budget: ReasoningBudget) -> Iterator[str]:
+        """The scripted output after its reasoning budget is spent: the forced message and end tag,
+        then the script's answer (what follows its own end tag), as a model that was made to stop
+        thinking would go on to answer."""
+        text = "".join(rest)
+        end = text.find(budget.end_tag)
+        answer = text[end + len(budget.end_tag):] if end >= 0 else ""
+        return itertools.chain(self._tokenizer.pieces(budget.injection), self._tokenizer.pieces(answer))
+
+    async def _replay(self, pieces: Iterator[str], budget: int, stops: tuple[str, ...], prompt_tokens: int,
                       failure: str | None, params: GenerationParams) -> AsyncIterator[Step | Finish]:
         """Scripted tokens are certain: each has log-probability 0, and is its own only alternative."""
         constraint = params.constraint
@@ -275,12 +392,16 @@ class ScriptedEngine:
         held = ""  # text that could still be the start of a stop string
         emitted: list[str] = []
         count = 0
+        queue = pieces  # pieces come lazily (a long answer is never held whole); a budget cut replaces the rest
+        watch = BudgetWatch(params.reasoning_budget) if params.reasoning_budget is not None else None
+        if watch is not None and watch.due_at_start():
+            queue = self._cut_reasoning(queue, watch.budget)
         try:
-            for piece in pieces:
+            while (piece := next(queue, None)) is not None:
                 if self._unloaded:
                     raise ScriptedFailure("the job was aborted because the model was unloaded")
                 if count == budget:
-                    check_constraint("".join(emitted), constraint)
+                    await self._check("".join(emitted), constraint)
                     yield Finish("length", prompt_tokens, count, completion_seconds=time.perf_counter() - started)
                     return
                 if self._delay:
@@ -288,6 +409,8 @@ class ScriptedEngine:
                 elif count % _YIELD_EVERY == 0:
                     await asyncio.sleep(0)
                 count += 1
+                if watch is not None and watch.feed(piece, 1):
+                    queue = self._cut_reasoning(queue, watch.budget)
                 certain = (TokenLogprob(piece, 0.0, ((piece, 0.0),)[:params.top_logprobs]),) \
                     if params.top_logprobs is not None else ()
                 text = held + piece
@@ -296,7 +419,7 @@ class ScriptedEngine:
                     if size:
                         emitted.append(text[:size])
                         yield Step(text[:size], logprobs=certain)
-                    check_constraint("".join(emitted), constraint)
+                    await self._check("".join(emitted), constraint)
                     yield Finish("stop", prompt_tokens, count, stop_str=stop,
                                  completion_seconds=time.perf_counter() - started)
                     return
@@ -309,7 +432,7 @@ class ScriptedEngine:
                 yield Step(held, token_count=0)
             if failure is not None:
                 raise ScriptedFailure(failure)
-            check_constraint("".join(emitted), constraint)
+            await self._check("".join(emitted), constraint)
             yield Finish("stop", prompt_tokens, count, completion_seconds=time.perf_counter() - started)
         finally:
             self._active -= 1

@@ -9,9 +9,11 @@ chunk with an empty delta, and the usage chunk (``choices: []``) last.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
+import traceback
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -21,7 +23,8 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from ..auth import ApiPermission
-from ..chat import build_prompt, last_user_text, output_parser, transcript
+from ..chat import build_prompt, last_user_text, output_parser, reasoning_budget, transcript
+from ..config import NetworkConfig
 from ..engine.base import Finish, GenerationParams, GenerationRequest, Step, TokenLogprob
 from ..errors import ApiError
 from ..output import ChatOutput, OutputEvent, OutputParser
@@ -29,10 +32,11 @@ from ..reasoning import ReasoningDelta
 from ..sampling import resolve
 from ..sampling.constraints import constraint_for
 from ..toolcalls import ContentDelta, ToolCallArgs, ToolCallBegin
+from .debug_log import write_chat_log
 from .models import LoadedModel
 from .requests import ChatCompletionRequest, CompletionRequest, GenerationFields, parse_body
 from .sse import DONE, frame, ping, run_jobs, sse_response
-from .state import read_body, serving
+from .state import read_body, read_json, serving, unless_disconnected
 
 router = APIRouter(prefix="/v1", tags=["openai"])
 logger = logging.getLogger(__name__)
@@ -49,11 +53,23 @@ def _generation(app: FastAPI, model: LoadedModel, fields: GenerationFields) -> t
                if name not in model.engine.sampler_fields]
     if ignored:
         logger.debug("the %s engine does not apply: %s", type(model.engine).__name__, ", ".join(ignored))
+    _check_stops(values["stop"] or (), app.state.config.network)
     top_logprobs = values["top_logprobs"] or (values["logprobs"] if values["logprobs"] > 1 else 0)
     params = GenerationParams(max_tokens=values["max_tokens"], stop=tuple(values["stop"] or ()), sampler=values,
                               constraint=constraint_for(fields.response_format, values),
                               top_logprobs=top_logprobs if values["logprobs"] or values["top_logprobs"] else None)
     return params, effective.summary()
+
+
+def _check_stops(stops: list[str | int], network: NetworkConfig) -> None:
+    """Stop strings are matched against every token, so their number and length are bounded."""
+    if len(stops) > network.max_stop_strings:
+        raise ApiError(400, f"This request has {len(stops)} stop strings; the server takes at most "
+                            f"{network.max_stop_strings} (network.max_stop_strings).", param="stop")
+    longest = max((len(stop) for stop in stops if isinstance(stop, str)), default=0)
+    if longest > network.max_stop_string_chars:
+        raise ApiError(400, f"A stop string is {longest} characters long; the server takes at most "
+                            f"{network.max_stop_string_chars} (network.max_stop_string_chars).", param="stop")
 
 
 def _logprob_entries(logprobs: list[TokenLogprob]) -> list[dict[str, Any]]:
@@ -103,19 +119,25 @@ def _call_id() -> str:
 class _Choices:
     """The jobs of one request, started together; the context check happens at the start, before any reply."""
 
-    def __init__(self, jobs: list[AsyncIterator[Step | Finish]]) -> None:
+    def __init__(self, jobs: list[AsyncIterator[Step | Finish]], max_queued: int) -> None:
         self.jobs = jobs
         self.finishes: list[Finish | None] = [None] * len(jobs)
+        self.max_queued = max_queued
 
     @classmethod
-    async def start(cls, model: LoadedModel, prompts: list[str], params: GenerationParams,
+    async def start(cls, request: Request, model: LoadedModel, prompts: list[str], params: GenerationParams,
                     last_user: list[str], transcript: tuple[tuple[str, str], ...] = ()) -> _Choices:
+        limit = request.app.state.config.network.max_jobs_per_request
+        if len(prompts) > limit:
+            raise ApiError(400, f"This request asks for {len(prompts)} generations (prompts times n); the server "
+                                f"starts at most {limit} per request (network.max_jobs_per_request).", param="n")
         return cls([await model.engine.generate(GenerationRequest(prompt, params, user, transcript))
-                    for prompt, user in zip(prompts, last_user, strict=True)])
+                    for prompt, user in zip(prompts, last_user, strict=True)],
+                   request.app.state.config.network.max_queued_steps)
 
     async def steps(self, ping_interval: float = 0) -> AsyncIterator[list[tuple[int, Step | Finish]] | None]:
         """Steps of every job in batches of what has arrived; None for a ping when the engine is silent."""
-        async for batch in run_jobs(self.jobs, ping_interval):
+        async for batch in run_jobs(self.jobs, ping_interval, self.max_queued):
             for index, item in batch or ():
                 if isinstance(item, Finish):
                     self.finishes[index] = item
@@ -148,10 +170,10 @@ def _error_frame(error: ApiError) -> bytes:
     return frame(error.body())
 
 
-async def guarded(body: AsyncIterator[bytes],
-                  error_frame: Callable[[ApiError], bytes] = _error_frame) -> AsyncIterator[bytes]:
+async def guarded(body: AsyncIterator[bytes], error_frame: Callable[[ApiError], bytes] = _error_frame,
+                  send_traceback: bool = False) -> AsyncIterator[bytes]:
     """Once the stream has started, an error can only be reported in it: one error event (in the
-    route's own shape), then the end."""
+    route's own shape), then the end (with the traceback under ``network.send_tracebacks``)."""
     try:
         async for piece in body:
             yield piece
@@ -159,7 +181,8 @@ async def guarded(body: AsyncIterator[bytes],
         yield error_frame(error)
     except Exception as error:
         logger.exception("generation failed mid-stream")
-        yield error_frame(ApiError(500, f"Generation failed: {type(error).__name__}: {error}", type="server_error"))
+        yield error_frame(ApiError(500, f"Generation failed: {type(error).__name__}: {error}", type="server_error",
+                                   trace=traceback.format_exc() if send_traceback else None))
 
 
 # -- chat ---------------------------------------------------------------------------------------
@@ -169,6 +192,7 @@ class ChatJob:
     """A chat request's jobs, started: what every chat-shaped route (chat completions, Anthropic
     messages, OpenAI responses) answers from; each route only maps the result to its wire shape."""
 
+    request: Request  # a whole (non-streamed) answer stops when its client disconnects
     model: LoadedModel
     params: GenerationParams
     headers: dict[str, str]  # x-sampler-source
@@ -176,20 +200,26 @@ class ChatJob:
     parsers: list[OutputParser]  # one per choice
 
     @classmethod
-    async def start(cls, request: Request, permission: str, chat: ChatCompletionRequest) -> ChatJob:
+    async def start(cls, request: Request, permission: str, chat: ChatCompletionRequest,
+                    raw_body: bytes | None = None) -> ChatJob:
+        """``raw_body``: the request as the client sent it, for ``logging.log_chat_completion_requests``."""
         model = await serving(request.app, chat.model, permission)
         prompt = build_prompt(model.chat, chat)
-        if request.app.state.config.logging.log_prompt:
+        logging_config = request.app.state.config.logging
+        if raw_body is not None and logging_config.log_chat_completion_requests:
+            await write_chat_log(request, raw_body, prompt)
+        if logging_config.log_prompt:
             logger.info("prompt:\n%s", prompt)
         params, sources = _generation(request.app, model, chat)
-        choices = await _Choices.start(model, [prompt] * chat.n, params, [last_user_text(chat)] * chat.n,
+        params = dataclasses.replace(params, reasoning_budget=reasoning_budget(model.chat, chat, prompt))
+        choices = await _Choices.start(request, model, [prompt] * chat.n, params, [last_user_text(chat)] * chat.n,
                                        transcript(chat))
         parsers = [output_parser(model.chat, chat, prompt) for _ in range(chat.n)]
-        return cls(model, params, {"x-sampler-source": sources}, choices, parsers)
+        return cls(request, model, params, {"x-sampler-source": sources}, choices, parsers)
 
     async def outputs(self) -> tuple[list[ChatOutput], list[list[TokenLogprob]]]:
         """Every choice run to its end and parsed whole (the same result as streaming it, by construction)."""
-        texts, logprobs = await self.choices.collect()
+        texts, logprobs = await unless_disconnected(self.request, self.choices.collect())
         outputs = []
         for parser, text in zip(self.parsers, texts, strict=True):
             parser.feed(text)
@@ -200,7 +230,7 @@ class ChatJob:
     async def whole(self) -> tuple[list[OutputEvent], Done]:
         """The first choice run to its end: its output events, as one batch, and ``Done``. For the
         routes that build their answer from events either way, so both ways give the same answer."""
-        texts, _ = await self.choices.collect()
+        texts, _ = await unless_disconnected(self.request, self.choices.collect())
         parser = self.parsers[0]
         events = parser.feed(texts[0]) + parser.close()
         return events, Done(self.choices.done()[0], parser.result())
@@ -230,11 +260,14 @@ class Done:
 
 @router.post("/chat/completions")
 async def chat_completions(request: Request, permission: ApiPermission) -> Response:
-    chat: ChatCompletionRequest = parse_body(await read_body(request), ChatCompletionRequest)
-    job = await ChatJob.start(request, permission, chat)
+    body = await read_body(request)
+    chat: ChatCompletionRequest = parse_body(body, ChatCompletionRequest,
+                                             request.app.state.config.network.max_json_depth)
+    job = await ChatJob.start(request, permission, chat, raw_body=body)
     reply = _Reply("chatcmpl", job.model.name)
     if (streaming := stream_settings(request, chat)) is not None:
-        return sse_response(guarded(_stream_chat(reply, job.choices, job.parsers, *streaming)), job.headers)
+        return sse_response(guarded(_stream_chat(reply, job.choices, job.parsers, *streaming),
+                                    send_traceback=request.app.state.config.network.send_tracebacks), job.headers)
     outputs, logprobs = await job.outputs()
     wanted = job.params.top_logprobs is not None
     return JSONResponse(reply.chat_completion(outputs, job.choices.done(), logprobs if wanted else None),
@@ -330,16 +363,17 @@ async def _stream_chat(reply: _Reply, choices: _Choices, parsers: list[OutputPar
 
 @router.post("/completions")
 async def completions(request: Request, permission: ApiPermission) -> Response:
-    completion: CompletionRequest = parse_body(await read_body(request), CompletionRequest)
+    completion: CompletionRequest = await read_json(request, CompletionRequest)
     model = await serving(request.app, completion.model, permission)
     prompts = [p for p in completion.prompts for _ in range(completion.n)]
     params, sources = _generation(request.app, model, completion)
-    choices = await _Choices.start(model, prompts, params, prompts)
+    choices = await _Choices.start(request, model, prompts, params, prompts)
     reply = _Reply("cmpl", model.name)
     headers = {"x-sampler-source": sources}
     if (streaming := stream_settings(request, completion)) is not None:
-        return sse_response(guarded(_stream_text(reply, choices, *streaming)), headers)
-    texts, logprobs = await choices.collect()
+        return sse_response(guarded(_stream_text(reply, choices, *streaming),
+                                    send_traceback=request.app.state.config.network.send_tracebacks), headers)
+    texts, logprobs = await unless_disconnected(request, choices.collect())
     finishes = choices.done()
     wanted = params.top_logprobs is not None
     return JSONResponse(headers=headers, content={

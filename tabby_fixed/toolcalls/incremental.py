@@ -36,6 +36,8 @@ class JsonArguments:
 #: What ends a plain run of a JSON string, and a number or literal.
 STRING_STOP = re.compile(r'["\\]')
 SCALAR_END = re.compile(r"[\s,}\]]")
+#: The longest JSON escape (a surrogate pair, ``\\uD83D\\uDE00``): all ``escape_size`` looks at.
+ESCAPE_LIMIT = 12
 
 
 def escape_size(text: str) -> int | None:
@@ -64,6 +66,9 @@ class TagEnd:
     """A call body that ends at a tag (``JsonOpened.until``), with the parser's ``_JsonEnd`` interface: the
     text grows as pieces, each searched once together with the few characters before it that
     could begin the tag."""
+
+    #: Unlike a JSON object, the body can hold any text: only the tag (or the end of input) ends it.
+    broken = False
 
     def __init__(self, text: str, start: int, tag: str) -> None:
         self.start = start

@@ -8,15 +8,19 @@ complete; before that, text that turns out not to be a call is released as conte
 States::
 
     TEXT ──start marker + header──▶ BODY ──parameter tag──▶ VALUE
-      ▲   └─JSON-bodied start──▶ JSON ──object complete──▶ BETWEEN
+      ▲   ├─JSON-bodied start──▶ JSON ──object complete──▶ BETWEEN
+      │   └─header naming a JSON-bodied call──▶ ARGS ──object's '}'──▶ BETWEEN
       │                                                      │
       └──────── anything else ◀── BETWEEN ◀── closing tag ── BODY ◀── value's closing tag
 
-A JSON-bodied call is held in JSON until its value is complete (by its braces, or up to a tag
-for bodies that are not JSON: Gemma 4), then begins and ends at once; BETWEEN may open the next
-one. Its name comes from the value (Hermes) or from the header before it (Kimi, Mistral), and
-the model's own call id with it. Cut off by the end of generation, it is still a call, with
-``complete=False``, once its name is known.
+A JSON-bodied call whose header names it (Kimi, Mistral, gpt-oss) begins at once, and ARGS
+reads its arguments object as it arrives. One named by its value (Hermes), or whose body is not
+JSON (Gemma 4, up to a tag), is held in JSON until its value is complete, then begins and ends
+at once; BETWEEN may open the next one. The model's own call id comes with the name. Cut off by
+the end of generation, a call is still a call, with ``complete=False``, once its name is known.
+
+All positions are absolute indices into ``_buffer``; what is before ``_pos`` is decided, and
+``_take(n)`` moves ``_pos`` on by n without copying the rest.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from .events import (
 )
 from .formats import CallFormat, get_format
 from .formats.base import Decoded, JsonOpened, Opened, ParamOpened
-from .incremental import SCALAR_END, STRING_STOP, JsonArguments, Phase, TagEnd, escape_size
+from .incremental import ESCAPE_LIMIT, SCALAR_END, STRING_STOP, JsonArguments, Phase, TagEnd, escape_size
 from .scanner import HEADER_LIMIT, NEED, scan, skip_space, starts
 from .schema import (
     JSON_DECODER,
@@ -52,6 +56,12 @@ from .schema import (
 
 #: Whitespace after a value's closing tag waited through before the tag is taken as the end.
 _CLOSE_LOOKAHEAD = 256
+#: What JSON text may hold outside strings besides brackets and quotes: whitespace, separators,
+#: numbers and the letters of true, false and null.
+_BETWEEN_STRINGS = frozenset(" \t\n\r,:+-.0123456789eEtruefalsn")
+#: Text a format is shown when asked about a tag: a tag (headers, the whitespace around them)
+#: longer than this is not a tag. It keeps every question about the front of the buffer bounded.
+_WINDOW = 8 * HEADER_LIMIT
 
 
 class _State(Enum):
@@ -99,6 +109,14 @@ class _JsonEnd:
 
     The text grows as a list of pieces, each scanned once, so a long call costs time linear in
     its length; it is joined only when the object is complete (or generation ends).
+
+    A character that can be in no JSON text outside a string (``<``, ``\\``, letters other than
+    those of true, false and null) makes the candidate ``broken`` there and its scan stops. Every
+    start marker begins with such a character or with ``[`` and one (``[TOOL_CALLS]``), so a
+    candidate never scans past a later one unless that one sits inside the candidate's string,
+    and then the two read the text in opposite string states until one of them breaks: each
+    character is scanned by at most a few candidates, and ``<tool_call>{`` or ``[TOOL_CALLS][{``
+    repeated costs linear time, not quadratic.
     """
 
     def __init__(self, text: str, start: int) -> None:
@@ -110,6 +128,7 @@ class _JsonEnd:
         self._depth = 0
         self._in_string = False
         self._escaped = False
+        self.broken = False
 
     def add(self, delta: str) -> None:
         self._pieces.append(delta)
@@ -127,6 +146,8 @@ class _JsonEnd:
             for local in range(self._position - self._offset, len(piece)):
                 if self._step(piece[local]):
                     return self._offset + local + 1
+                if self.broken:
+                    return None
             self._offset += len(piece)
             self._position = self._offset
             self._unscanned += 1
@@ -148,6 +169,8 @@ class _JsonEnd:
         elif char in "}]":
             self._depth -= 1
             return self._depth == 0
+        elif char not in _BETWEEN_STRINGS:
+            self.broken = True
         return False
 
 
@@ -166,7 +189,8 @@ class ToolCallStream:
     def __init__(self, call_format: CallFormat, schemas: ToolSchemas) -> None:
         self._format = call_format
         self._schemas = schemas
-        self._buffer = ""  # text fed but not yet decided
+        self._buffer = ""  # text fed; what is before _pos is decided
+        self._pos = 0  # taking text moves this instead of copying the rest of the buffer
         self._state = _State.TEXT
         self._calls: list[_Call] = []
         self._call: _Call | None = None  # the call being read
@@ -176,6 +200,7 @@ class ToolCallStream:
         self._arguments = JsonArguments()  # the streamed JSON arguments being read
         self._content: list[str] = []
         self._events: list[Event] = []
+        self._parts: list[list[str]] = []  # per event, the pieces merged into it (joined once, in _flush)
         self._closed = False
         self._steps = {
             _State.TEXT: self._step_text,
@@ -191,24 +216,25 @@ class ToolCallStream:
             raise RuntimeError("feed() after close()")
         if self._json is not None:  # a JSON body grows without rebuilding the buffer
             self._json.add(delta)
-        else:
-            self._buffer += delta
-        return self._run(final=False)
+        else:  # what is undecided is bounded, so this copy is too
+            self._buffer, self._pos = self._buffer[self._pos:] + delta, 0
+        self._run(final=False)
+        return self._flush()
 
     def close(self) -> list[Event]:
         """End of generation: release what was held; a call still open was cut off."""
         if self._closed:
             return []
-        events = self._run(final=True)
+        self._run(final=True)
         call = self._call
         if call is not None:
-            self._to_call(self._take(len(self._buffer)))  # a cut escape or number: the call's text
+            self._to_call(self._take(len(self._buffer) - self._pos))  # a cut escape or number: the call's text
             if self._param is not None and self._param.held_newline:
                 self._args(_escape("\n"))
             self._emit(ToolCallEnd(call.index))
             self._call = None
         self._closed = True
-        return events
+        return self._flush()
 
     @property
     def result(self) -> ParseResult:
@@ -219,22 +245,28 @@ class ToolCallStream:
 
     # -- driving ------------------------------------------------------------------------------
 
-    def _run(self, final: bool) -> list[Event]:
-        self._events = []
+    def _run(self, final: bool) -> None:
         while self._steps[self._state](final):
             pass
-        return self._events
 
     def _take(self, size: int) -> str:
-        piece, self._buffer = self._buffer[:size], self._buffer[size:]
+        piece = self._buffer[self._pos:self._pos + size]
+        self._pos += len(piece)
         return piece
 
+    def _ask(self, question: Any, final: bool, *args: Any, at: int = 0) -> Any:
+        """A format's answer about the text at ``_pos + at``, shown at most ``_WINDOW`` characters
+        of it: past the window the text counts as ended, so the answer cannot be NEED."""
+        start = self._pos + at
+        window = self._buffer[start:start + _WINDOW]
+        return question(window, final or start + _WINDOW < len(self._buffer), *args)
+
     def _step_text(self, final: bool) -> bool:
-        size, marker = scan(self._buffer, self._format.start_markers, final)
+        size, marker = scan(self._buffer, self._format.start_markers, final, self._pos)
         self._to_content(self._take(size))
         if marker is None:
             return False
-        answer = self._format.open_call(self._buffer, final, self._schemas)
+        answer = self._ask(self._format.open_call, final, self._schemas)
         if answer is NEED:
             return False
         if isinstance(answer, JsonOpened):
@@ -246,37 +278,39 @@ class ToolCallStream:
         return True
 
     def _open_json(self, opened: JsonOpened, leading: int) -> None:
+        """A JSON-bodied call whose header starts ``leading`` characters after ``_pos``."""
         if opened.name is not None and not opened.until:  # named already: its arguments stream
             self._begin_call(Opened(opened.name, opened.length, wrapped=True, call_id=opened.call_id),
                              leading=self._take(leading))
             self._arguments = JsonArguments()
             self._state = _State.ARGS
             return
-        start = leading + opened.length
+        start = self._pos + leading + opened.length
         self._json = TagEnd(self._buffer, start, opened.until) if opened.until else _JsonEnd(self._buffer, start)
         self._json_opened = opened
         self._state = _State.JSON
 
     def _step_json(self, final: bool) -> bool:
         assert self._json is not None
-        end = self._json.end()
-        if end is None and not final:
+        end, broken = self._json.end(), self._json.broken
+        if end is None and not final and not broken:
             return False
         self._buffer = self._json.text()
         start, opened = self._json.start, self._json_opened
         self._json = None
-        if end is None:  # cut off by the end of generation
+        rest = len(self._buffer) - self._pos
+        if end is None and not broken:  # cut off by the end of generation
             whole, cut = self._format.call_from_partial_json(self._buffer[start:], opened, self._schemas)
             for number, call in enumerate(whole):
-                self._decoded_call(call, len(self._buffer) if number == 0 else 0)
+                self._decoded_call(call, rest if number == 0 else 0)
                 self._close_call(_State.BETWEEN)
             if cut is not None:
-                self._decoded_call(cut, 0 if whole else len(self._buffer))
+                self._decoded_call(cut, 0 if whole else rest)
                 return False
             if whole:
                 self._state = _State.TEXT
                 return False
-        else:
+        elif end is not None:
             try:
                 body = self._format.decode_body(self._buffer[start:end])
             except (ValueError, RecursionError):
@@ -284,7 +318,7 @@ class ToolCallStream:
             calls = self._format.call_from_json(body, opened, self._schemas)
             if calls:  # a JSON list may hold several; the first call's raw text holds them all
                 for number, call in enumerate(calls):
-                    self._decoded_call(call, end if number == 0 else 0)
+                    self._decoded_call(call, end - self._pos if number == 0 else 0)
                     self._close_call(_State.BETWEEN)
                 return True
         self._state = _State.TEXT
@@ -307,12 +341,11 @@ class ToolCallStream:
         if reader.phase is Phase.NESTED:
             return self._args_nested(final)
         if reader.phase is Phase.SCALAR:
-            found = SCALAR_END.search(self._buffer)
-            return self._args_value(self._buffer[:found.start()]) if found else False
-        self._to_call(self._take(skip_space(self._buffer, 0)))
-        if not self._buffer:
+            return self._args_scalar(final)
+        self._to_call(self._take(skip_space(self._buffer, self._pos) - self._pos))
+        if self._pos == len(self._buffer):
             return False
-        char = self._buffer[0]
+        char = self._buffer[self._pos]
         if reader.phase is Phase.AFTER and char == ",":
             self._to_call(self._take(1))
             reader.phase, reader.first = Phase.KEY, False
@@ -335,12 +368,12 @@ class ToolCallStream:
 
     def _args_key(self, final: bool) -> bool:
         try:
-            key, end = JSON_DECODER.raw_decode(self._buffer)
+            key, end = JSON_DECODER.raw_decode(self._buffer, self._pos)
         except (ValueError, RecursionError):
-            if final or len(self._buffer) > HEADER_LIMIT:
+            if final or len(self._buffer) - self._pos > HEADER_LIMIT:
                 return self._args_broken()
             return False
-        self._to_call(self._take(end))
+        self._to_call(self._take(end - self._pos))
         self._arguments.key, self._arguments.phase = key, Phase.COLON
         return True
 
@@ -355,29 +388,29 @@ class ToolCallStream:
                 self._emit_key(reader.key)
                 self._args('"')
         elif char in "{[":
-            self._json, reader.phase = _JsonEnd(self._buffer, 0), Phase.NESTED
+            self._json, reader.phase = _JsonEnd(self._buffer, self._pos), Phase.NESTED
         else:
             reader.phase = Phase.SCALAR
 
     def _args_string(self, final: bool) -> bool:
         reader, call = self._arguments, self._call
         assert call is not None
-        stop = STRING_STOP.search(self._buffer)
-        self._args_text(self._take(stop.start() if stop else len(self._buffer)))
+        stop = STRING_STOP.search(self._buffer, self._pos)
+        self._args_text(self._take((stop.start() if stop else len(self._buffer)) - self._pos))
         if stop is None:
             return False
-        if self._buffer[0] == '"':
+        if self._buffer[self._pos] == '"':
             self._to_call(self._take(1))
             if not reader.skipped:
                 self._args('"')
                 call.arguments[reader.key] = "".join(reader.parts)
             reader.phase = Phase.AFTER
             return True
-        size = escape_size(self._buffer)
+        size = escape_size(self._buffer[self._pos:self._pos + ESCAPE_LIMIT])
         if size is None:
             return False
         try:
-            text = loads_json(f'"{self._buffer[:size]}"')
+            text = loads_json(f'"{self._buffer[self._pos:self._pos + size]}"')
         except ValueError:
             return self._args_broken()
         self._args_text(self._take(size), text)
@@ -393,14 +426,26 @@ class ToolCallStream:
             self._arguments.parts.append(text)
             self._args(_escape(text))
 
+    def _args_scalar(self, final: bool) -> bool:
+        """A number or literal ends at space, ``,``, ``}`` or ``]``; one longer than a header is
+        not a value (and looking for its end again at every piece would cost quadratic time)."""
+        found = SCALAR_END.search(self._buffer, self._pos, self._pos + HEADER_LIMIT + 1)
+        if found is not None:
+            return self._args_value(self._buffer[self._pos:found.start()])
+        if len(self._buffer) - self._pos > HEADER_LIMIT:
+            return self._args_broken()
+        return False
+
     def _args_nested(self, final: bool) -> bool:
         assert self._json is not None
-        end = self._json.end()
-        if end is None and not final:
+        end, broken = self._json.end(), self._json.broken
+        if end is None and not final and not broken:
             return False
         self._buffer = self._json.text()
         self._json = None
-        return self._args_value(self._buffer[:end]) if end is not None else False
+        if broken:  # a ``<`` or ``\\`` outside a string: not JSON
+            return self._args_broken()
+        return self._args_value(self._buffer[self._pos:end]) if end is not None else False
 
     def _args_value(self, text: str) -> bool:
         """A number, literal, object or array value, complete."""
@@ -427,11 +472,11 @@ class ToolCallStream:
         return True
 
     def _step_body(self, final: bool) -> bool:
-        self._to_call(self._take(skip_space(self._buffer, 0)))
-        if not self._buffer:
+        self._to_call(self._take(skip_space(self._buffer, self._pos) - self._pos))
+        if self._pos == len(self._buffer):
             return False
         for closer in self._format.closers:
-            found = starts(self._buffer, 0, closer, final)
+            found = starts(self._buffer, self._pos, closer, final)
             if found is NEED:
                 return False
             if found:
@@ -439,20 +484,20 @@ class ToolCallStream:
                 between = closer in self._format.call_closers and closer not in self._format.wrapper_closers
                 self._close_call(_State.BETWEEN if between else _State.TEXT)
                 return True
-        answer = self._format.open_param(self._buffer, final) if self._buffer[0] == "<" else None
+        answer = self._ask(self._format.open_param, final) if self._buffer[self._pos] == "<" else None
         if answer is NEED:
             return False
         if isinstance(answer, ParamOpened):
             self._open_param(answer)
         else:
-            stray = self._buffer.find("<", 1)
-            self._to_call(self._take(stray if stray > 0 else len(self._buffer)))
+            stray = self._buffer.find("<", self._pos + 1)
+            self._to_call(self._take((stray if stray > 0 else len(self._buffer)) - self._pos))
         return True
 
     def _step_value(self, final: bool) -> bool:
         assert self._param is not None
         close_tag = self._param.close_tag
-        size, marker = scan(self._buffer, (close_tag, *self._param.ends_before), final)
+        size, marker = scan(self._buffer, (close_tag, *self._param.ends_before), final, self._pos)
         self._value_text(self._take(size))
         if marker is None:
             return False
@@ -473,8 +518,8 @@ class ToolCallStream:
 
     def _closes_value(self, tag_size: int, final: bool) -> Any:
         """A value's closing tag ends it only when a parameter or the call's end follows."""
-        after = skip_space(self._buffer, tag_size)
-        if after - tag_size > _CLOSE_LOOKAHEAD or (after == len(self._buffer) and final):
+        after = skip_space(self._buffer, self._pos + tag_size, _CLOSE_LOOKAHEAD + 1)
+        if after - self._pos - tag_size > _CLOSE_LOOKAHEAD or (after == len(self._buffer) and final):
             return True
         if after == len(self._buffer):
             return NEED
@@ -482,11 +527,14 @@ class ToolCallStream:
         return True if True in answers else NEED if NEED in answers else False
 
     def _step_between(self, final: bool) -> bool:
-        after = skip_space(self._buffer, 0)
+        after = skip_space(self._buffer, self._pos, _WINDOW + 1)
+        if after - self._pos > _WINDOW:  # not waited through: it is content
+            self._state = _State.TEXT
+            return True
         if after == len(self._buffer):
             if final:
                 if self._format.wrapper_closers:  # whitespace inside an unclosed block belongs to it
-                    self._calls[-1].raw_parts.append(self._take(after))
+                    self._calls[-1].raw_parts.append(self._take(after - self._pos))
                 self._state = _State.TEXT
                 return True
             return False
@@ -496,19 +544,19 @@ class ToolCallStream:
             if found is NEED:
                 return False
             if found:
-                self._calls[-1].raw_parts.append(self._take(after + len(closer)))
+                self._calls[-1].raw_parts.append(self._take(after - self._pos + len(closer)))
                 if closer not in tail_closers:
                     self._state = _State.TEXT
                 return True
         if self._calls[-1].wrapped:
-            answer = self._format.open_next_call(self._buffer[after:], final)
+            answer = self._ask(self._format.open_next_call, final, at=after - self._pos)
             if answer is NEED:
                 return False
             if isinstance(answer, JsonOpened):
-                self._open_json(answer, after)
+                self._open_json(answer, after - self._pos)
                 return True
             if isinstance(answer, Opened):
-                self._begin_call(answer, leading=self._take(after))
+                self._begin_call(answer, leading=self._take(after - self._pos))
                 return True
         self._state = _State.TEXT
         return True
@@ -630,14 +678,28 @@ class ToolCallStream:
         self._emit(ToolCallArgs(call.index, fragment))
 
     def _emit(self, event: Event) -> None:
+        """Consecutive content, or arguments of one call, become one event: their pieces are
+        collected here and joined once in ``_flush``, not re-concatenated at every piece."""
         last = self._events[-1] if self._events else None
         if isinstance(event, ContentDelta) and isinstance(last, ContentDelta):
-            self._events[-1] = ContentDelta(last.text + event.text)
+            self._parts[-1].append(event.text)
         elif isinstance(event, ToolCallArgs) and isinstance(last, ToolCallArgs) \
                 and last.index == event.index:
-            self._events[-1] = ToolCallArgs(event.index, last.fragment + event.fragment)
+            self._parts[-1].append(event.fragment)
         else:
             self._events.append(event)
+            self._parts.append([])
+
+    def _flush(self) -> list[Event]:
+        events = []
+        for event, parts in zip(self._events, self._parts, strict=True):
+            if isinstance(event, ContentDelta) and parts:
+                event = ContentDelta(event.text + "".join(parts))
+            elif isinstance(event, ToolCallArgs) and parts:
+                event = ToolCallArgs(event.index, event.fragment + "".join(parts))
+            events.append(event)
+        self._events, self._parts = [], []
+        return events
 
 
 class ToolCallParser:

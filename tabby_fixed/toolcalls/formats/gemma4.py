@@ -146,7 +146,7 @@ class Gemma4(CallFormat):
     def call_from_partial_json(self, text: str, opened: JsonOpened,
                                schemas: ToolSchemas) -> tuple[list[Decoded], Decoded | None]:
         reader = _Reader(text)
-        with suppress(_Cut, ValueError):  # the members read before the cut are what finished
+        with suppress(_Cut, ValueError, RecursionError):  # the members read before the cut are what finished
             reader.top()
         name = opened.name or ""
         return [], Decoded(name, conform_json_arguments(name, reader.members, schemas))

@@ -13,13 +13,12 @@ A string parameter that arrived as a JSON number or boolean gets its text.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from ..partial import finished_members
 from ..scanner import unquote, valid_name
-from ..schema import ToolSchemas, conform_json_arguments
+from ..schema import ToolSchemas, conform_json_arguments, loads_json
 from .base import Answer, CallFormat, Decoded, JsonOpened, after_wrapper
 
 
@@ -68,10 +67,10 @@ def named_call(body: Any, schemas: ToolSchemas) -> Decoded | None:
         return None
     name = unquote(body["name"])
     arguments = body.get("arguments", body.get("parameters", {}))
-    if isinstance(arguments, str):
+    if isinstance(arguments, str):  # as strictly as the object itself: no NaN, bounded depth
         try:
-            arguments = json.loads(arguments)
-        except ValueError:
+            arguments = loads_json(arguments)
+        except (ValueError, RecursionError):
             return None
     if not valid_name(name) or not isinstance(arguments, Mapping):
         return None
