@@ -197,8 +197,10 @@ class ModelConfig(_Section):
     reasoning_budget_message: str | None = Field(
         None, description="Text inserted when the reasoning budget runs out.")
     tool_format: str | None = Field(None, description="Tool-call format; blank detects it from the model.")
-    harmony: bool | None = Field(None, description="Use the Harmony (gpt-oss) format; blank detects it.")
-    muse_glimmer: bool | None = Field(None, description="Use the Muse Glimmer format; blank detects it.")
+    harmony: bool | None = Field(
+        None, description="Use the Harmony (gpt-oss) format (true), never (false); blank detects it.")
+    muse_glimmer: bool | None = Field(
+        None, description="Use the Muse Glimmer format (true), never (false); blank detects it.")
 
     @field_validator("models", mode="before")
     @classmethod

@@ -33,7 +33,7 @@ from ..engine.observed import JobObserver, ObservedEngine
 from ..errors import ApiError, not_found, unavailable
 from ..names import plain_name
 from ..sampling import Preset, load_preset, preset_dirs, read_model_card
-from ..toolcalls import FORMATS, detect_format
+from ..toolcalls import FORMATS, detect_format, reasoning_tags
 
 logger = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]
@@ -75,19 +75,34 @@ def model_folder(config: TabbyConfig, name: str, base: str | None = None, param:
     return folder
 
 
-def _tool_format(configured: str | None, engine: Engine) -> str | None:
-    """The configured format, else the model folder's, else the one its chat template teaches."""
-    name = configured or engine.info.tool_format
+#: Upstream's switches for the formats whose whole answer is channelled messages.
+_MESSAGE_FORMATS = {"harmony": "harmony", "muse_glimmer": "muse_glimmer"}
+
+
+def _tool_format(configured: str | None, engine: Engine, switches: dict[str, bool | None]) -> str | None:
+    """The configured format, else the model folder's, else the one its chat template teaches.
+
+    ``harmony: true`` / ``muse_glimmer: true`` select that format over the others, as upstream;
+    ``false`` turns it off even where it is configured or detected."""
+    chosen = [name for key, name in _MESSAGE_FORMATS.items() if switches.get(key)]
+    name = chosen[0] if chosen else configured or engine.info.tool_format
+    if chosen and configured and FORMATS.get(configured) is not FORMATS[name]:
+        logger.warning("%s: true overrides tool_format %r", chosen[0], configured)
     if name is not None and name not in FORMATS:
         logger.warning("tool_format %r is not a known format (known: %s); tool calls will stay in content",
                        name, ", ".join(sorted(FORMATS)))
         return None
-    if name is not None:
-        logger.info("tool format: %s (configured)", name)
-        return name
-    detected = detect_format(engine.info.chat_template)
-    logger.info("tool format: %s (detected from the chat template %s)", detected, engine.info.chat_template_name)
-    return detected
+    how = "configured"
+    if name is None:
+        name = detect_format(engine.info.chat_template)
+        how = f"detected from the chat template {engine.info.chat_template_name}"
+    for key, off in _MESSAGE_FORMATS.items():
+        if switches.get(key) is False and name is not None and FORMATS[name] is FORMATS[off]:
+            logger.warning("tool format %s (%s) is off because %s is false: calls and reasoning stay in content",
+                           name, how, key)
+            return None
+    logger.info("tool format: %s (%s)", name, how)
+    return name
 
 
 def open_model(config: TabbyConfig, folder: Path, observer: JobObserver, request: dict[str, Any] | None = None,
@@ -102,11 +117,18 @@ def open_model(config: TabbyConfig, folder: Path, observer: JobObserver, request
     except (EngineUnavailable, ValueError) as error:
         raise ApiError(400, f"Could not load {folder.name}: {error}", code="model_load_failed") from error
     info = engine.info
+    tool_format = _tool_format(settings.tool_format, engine,
+                               {"harmony": settings.harmony, "muse_glimmer": settings.muse_glimmer})
+    start_tag, end_tag = settings.reasoning_start_token, settings.reasoning_end_token
+    family_tags = reasoning_tags(tool_format, info.chat_template)
+    if family_tags and (start_tag, end_tag) == ("<think>", "</think>"):  # not configured: the family's own
+        start_tag, end_tag = family_tags
+        logger.info("reasoning tags: %s %s (the %s family's)", start_tag, end_tag, tool_format)
     chat = ChatModel(
         name=info.name, chat_template=info.chat_template, chat_template_name=info.chat_template_name,
-        tool_format=_tool_format(settings.tool_format, engine),
-        reasoning=settings.reasoning or info.reasoning, reasoning_start=settings.reasoning_start_token,
-        reasoning_end=settings.reasoning_end_token, start_in_reasoning=settings.start_in_reasoning,
+        tool_format=tool_format,
+        reasoning=settings.reasoning or info.reasoning, reasoning_start=start_tag,
+        reasoning_end=end_tag, start_in_reasoning=settings.start_in_reasoning,
         tool_calls_in_reasoning=settings.tool_calls_in_reasoning,
         template_vars_default=settings.template_vars_default,
         template_vars_force={**({"enable_thinking": True} if settings.force_enable_thinking else {}),

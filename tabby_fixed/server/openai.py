@@ -299,7 +299,7 @@ class _Reply:
                         logprobs: list[list[TokenLogprob]] | None) -> dict[str, Any]:
         choices = []
         for index, (output, finish) in enumerate(zip(outputs, finishes, strict=True)):
-            calls = [{"id": _call_id(), "type": "function", "index": i,
+            calls = [{"id": call.call_id or _call_id(), "type": "function", "index": i,
                       "function": {"name": call.name, "arguments": call.arguments_json}}
                      for i, call in enumerate(output.tool_calls)]
             choices.append({
@@ -319,7 +319,7 @@ def _delta(event: OutputEvent, ids: dict[int, str]) -> dict[str, Any] | None:
     if isinstance(event, ReasoningDelta):  # both names: clients read one or the other (vLLM renamed it)
         return {"reasoning_content": event.text, "reasoning": event.text}
     if isinstance(event, ToolCallBegin):
-        ids[event.index] = _call_id()
+        ids[event.index] = event.call_id or _call_id()  # the model's own id (Kimi) round-trips
         return {"tool_calls": [{"index": event.index, "id": ids[event.index], "type": "function",
                                 "function": {"name": event.name, "arguments": ""}}]}
     if isinstance(event, ToolCallArgs):
