@@ -81,6 +81,7 @@ bench: $(VENV)/.installed
 	$(BIN)/python -m bench.parser_stream
 	$(BIN)/python -m bench.parser_adversarial
 	$(BIN)/python -m bench.sse_throughput
+	$(BIN)/python -m bench.metrics_overhead
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -44,5 +44,13 @@ class ReservedTemplateVariable(DomainError):
     """A template variable the request may not set, because the request's own fields give it."""
 
 
+class ImagesUnsupported(DomainError):
+    """The request carries images and the model has no vision tower."""
+
+
+class ImageUnreadable(DomainError):
+    """An image in the request could not be decoded."""
+
+
 class ConstraintRejected(DomainError):
     """An output constraint (schema, regex, grammar) the constrained decoder cannot use."""

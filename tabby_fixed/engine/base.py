@@ -49,6 +49,17 @@ class GenerationParams:
 
 
 @dataclass(frozen=True)
+class ImageInput:
+    """One image of a request, already read and checked to be an image. ``marker`` is the text
+    that stands for it in the prompt, once, where the image was in its message; an engine with a
+    vision tower puts the image's embedding there."""
+
+    marker: str
+    data: bytes
+    media_type: str  # image/png, image/jpeg, image/gif, image/webp or image/bmp
+
+
+@dataclass(frozen=True)
 class GenerationRequest:
     prompt: str
     params: GenerationParams
@@ -57,6 +68,8 @@ class GenerationRequest:
     #: Every message as ``(role, text)``, tool results included (empty for text completions). Real
     #: engines ignore it; scripted rules match on its last message and count its turns.
     transcript: tuple[tuple[str, str], ...] = ()
+    #: The request's images, in prompt order; only an engine whose ``info.vision`` is true gets any.
+    images: tuple[ImageInput, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -106,12 +119,19 @@ class ModelInfo:
     max_batch_size: int = 1
     cache_size: int | None = None
     cache_mode: str = "FP16"
+    vision: bool = False  # takes images: a vision tower is loaded
 
 
 class Engine(Protocol):
-    info: ModelInfo
-    #: Sampler fields this engine applies; a request setting others gets a debug log line.
-    sampler_fields: frozenset[str]
+    # Read-only properties, so an engine may hold them as attributes or compute them (a wrapper
+    # such as ObservedEngine passes the inner engine's on).
+    @property
+    def info(self) -> ModelInfo: ...
+
+    @property
+    def sampler_fields(self) -> frozenset[str]:
+        """Sampler fields this engine applies; a request setting others gets a debug log line."""
+        ...
 
     def encode(self, text: str, *, add_bos: bool = False, special_tokens: bool = True) -> list[int]: ...
 
@@ -125,6 +145,10 @@ class Engine(Protocol):
 
     def active_jobs(self) -> int:
         """Jobs generating or waiting right now (a cancelled job no longer counts)."""
+        ...
+
+    def cache_usage(self) -> float:
+        """The share of the KV cache that live jobs hold now, from 0 to 1 (a load balancer's signal)."""
         ...
 
     def health_issues(self) -> list[dict[str, str]]:

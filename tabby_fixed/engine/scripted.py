@@ -8,6 +8,7 @@ A scripted model is a folder holding ``scripted.yml``::
     chat_template: template.jinja     # optional; the built-in ChatML template with tools otherwise
     token_delay_ms: 0                 # optional pause before each token
     constraint_check_seconds: 1       # optional: longest a regex or JSON-schema check of the output may run
+    vision_tower: false               # optional; true: takes images when model.vision is on
     max_seq_len: 32768                # optional
     responses:                        # first match wins
       - role: tool                    # the last message is a tool result: answer it, ending the loop
@@ -64,6 +65,7 @@ from .base import (
     Finish,
     GenerationParams,
     GenerationRequest,
+    ImageInput,
     ModelInfo,
     Step,
     TokenLogprob,
@@ -118,6 +120,16 @@ def _load_script(path: Path) -> dict[str, Any]:
     if not isinstance(script, dict):
         raise ScriptError(f"{path}: expected a mapping of settings")
     return script
+
+
+def script_context(script: dict[str, Any], configured: int | None) -> int:
+    """The context length: the configured one, else the script's ``max_seq_len``, else 32768."""
+    return int(configured or script.get("max_seq_len", 32768))
+
+
+def folder_context(folder: Path, configured: int | None) -> int:
+    """The context a scripted model folder would load with, read without loading it."""
+    return script_context(_load_script(folder / "scripted.yml"), configured)
 
 
 def _responses(path: Path, entries: Any) -> list[_Response]:
@@ -302,7 +314,7 @@ class ScriptedEngine:
     sampler_fields = frozenset({"max_tokens", "stop", "logprobs", "top_logprobs"})
 
     def __init__(self, folder: Path, *, max_seq_len: int | None = None, prompt_template: str | None = None,
-                 templates_dir: Path | None = None) -> None:
+                 templates_dir: Path | None = None, vision: bool = False) -> None:
         path = folder / "scripted.yml"
         script = _load_script(path)
         self._responses = _responses(path, script.get("responses", []))
@@ -317,6 +329,7 @@ class ScriptedEngine:
         self._check_seconds = float(check_seconds)
         self._tokenizer = _Tokenizer(folder)
         self._active = 0
+        self._held_tokens = 0  # prompt and output tokens of live jobs: what a real KV cache would hold
         self._unloaded = False
         template_file = script.get("chat_template")
         if template_file:
@@ -326,7 +339,7 @@ class ScriptedEngine:
                 "chatml_tools", BUILTIN_TEMPLATE.read_text(encoding="utf-8"))
         self.info = ModelInfo(
             name=folder.name,
-            max_seq_len=int(max_seq_len or script.get("max_seq_len", 32768)),
+            max_seq_len=script_context(script, max_seq_len),
             chat_template=template[1],
             chat_template_name=template[0],
             tool_format=script.get("tool_format"),
@@ -334,7 +347,10 @@ class ScriptedEngine:
             bos_token=None,
             eos_token="<|im_end|>",
             max_batch_size=256,
+            vision=vision and bool(script.get("vision_tower", False)),
         )
+        #: Every image a request brought, in order: what the tests read to follow images end to end.
+        self.images_seen: list[ImageInput] = []
 
     def encode(self, text: str, *, add_bos: bool = False, special_tokens: bool = True) -> list[int]:
         return self._tokenizer.encode(text)
@@ -344,6 +360,11 @@ class ScriptedEngine:
 
     def active_jobs(self) -> int:
         return self._active
+
+    def cache_usage(self) -> float:
+        """Live jobs' tokens against a cache of one context's length, as a model with a cache the
+        size of ``max_seq_len`` would fill it (without prefix sharing)."""
+        return min(1.0, self._held_tokens / self.info.max_seq_len)
 
     def health_issues(self) -> list[dict[str, str]]:
         return []
@@ -363,6 +384,11 @@ class ScriptedEngine:
         return self._default, None
 
     async def generate(self, request: GenerationRequest) -> AsyncIterator[Step | Finish]:
+        for image in request.images:  # as a real engine swaps each marker for the image's embedding
+            if not self.info.vision or request.prompt.count(image.marker) != 1:
+                raise ScriptedFailure(f"image {image.marker} reached a model without vision, or is not in the "
+                                      f"prompt exactly once")
+        self.images_seen += request.images
         prompt_tokens = await asyncio.to_thread(self._tokenizer.count, request.prompt)
         budget = completion_budget(prompt_tokens, self.info.max_seq_len, request.params.max_tokens)
         output, failure = self.answer(request)
@@ -388,6 +414,7 @@ class ScriptedEngine:
         """Scripted tokens are certain: each has log-probability 0, and is its own only alternative."""
         constraint = params.constraint
         self._active += 1
+        self._held_tokens += prompt_tokens
         started = time.perf_counter()
         held = ""  # text that could still be the start of a stop string
         emitted: list[str] = []
@@ -409,6 +436,7 @@ class ScriptedEngine:
                 elif count % _YIELD_EVERY == 0:
                     await asyncio.sleep(0)
                 count += 1
+                self._held_tokens += 1
                 if watch is not None and watch.feed(piece, 1):
                     queue = self._cut_reasoning(queue, watch.budget)
                 certain = (TokenLogprob(piece, 0.0, ((piece, 0.0),)[:params.top_logprobs]),) \
@@ -436,3 +464,4 @@ class ScriptedEngine:
             yield Finish("stop", prompt_tokens, count, completion_seconds=time.perf_counter() - started)
         finally:
             self._active -= 1
+            self._held_tokens -= prompt_tokens + count

@@ -11,6 +11,8 @@ from ..domain_errors import (
     ConstraintRejected,
     ContextTooLong,
     DomainError,
+    ImagesUnsupported,
+    ImageUnreadable,
     NoChatTemplate,
     ReservedTemplateVariable,
     TemplateFailed,
@@ -25,6 +27,8 @@ _SHAPES: dict[type[DomainError], tuple[int, str | None]] = {
     ArgumentsNotJson: (400, None),
     ReservedTemplateVariable: (400, None),
     ConstraintRejected: (400, None),
+    ImagesUnsupported: (400, "images_unsupported"),
+    ImageUnreadable: (400, None),
 }
 
 #: the request field a route makes its prompt from, for errors about the prompt as a whole

@@ -25,7 +25,7 @@ from fastapi.responses import JSONResponse, Response
 from ..chat import build_prompt, last_user_text, output_parser, reasoning_budget, transcript
 from ..config import NetworkConfig
 from ..domain_errors import DomainError
-from ..engine.base import Finish, GenerationParams, GenerationRequest, Step, TokenLogprob
+from ..engine.base import Finish, GenerationParams, GenerationRequest, ImageInput, Step, TokenLogprob
 from ..errors import ApiError
 from ..output import ChatOutput, OutputEvent, OutputParser
 from ..reasoning import ReasoningDelta
@@ -38,6 +38,8 @@ from .models import LoadedModel
 from .requests import ChatCompletionRequest, CompletionRequest, GenerationFields, parse_body
 from .sse import DONE, frame, ping, run_jobs, sse_response
 from .state import ApiPermission, read_body, read_json, serving, unless_disconnected
+from .usage import timings, usage
+from .vision import attach_images
 
 router = APIRouter(prefix="/v1", tags=["openai"])
 logger = logging.getLogger(__name__)
@@ -45,7 +47,7 @@ logger = logging.getLogger(__name__)
 
 def _generation(app: FastAPI, model: LoadedModel, fields: GenerationFields) -> tuple[GenerationParams, str]:
     """The job's parameters from every sampler layer, and the ``x-sampler-source`` summary."""
-    effective = resolve(fields.sampler_values(), app.state.preset, model.card)
+    effective = resolve(fields.sampler_values(), model.preset or app.state.preset, model.card)
     values = effective.values
     if app.state.config.logging.log_generation_params:
         logger.info("generation params (%s): %s", effective.summary(),
@@ -53,7 +55,7 @@ def _generation(app: FastAPI, model: LoadedModel, fields: GenerationFields) -> t
     ignored = [name for name in effective.set_by("forced", "request", "preset", "card")
                if name not in model.engine.sampler_fields]
     if ignored:
-        logger.debug("the %s engine does not apply: %s", type(model.engine).__name__, ", ".join(ignored))
+        logger.debug("%s's engine does not apply: %s", model.name, ", ".join(ignored))
     _check_stops(values["stop"] or (), app.state.config.network)
     top_logprobs = values["top_logprobs"] or (values["logprobs"] if values["logprobs"] > 1 else 0)
     params = GenerationParams(max_tokens=values["max_tokens"], stop=tuple(values["stop"] or ()), sampler=values,
@@ -90,21 +92,6 @@ def _text_logprobs(logprobs: list[TokenLogprob], offset: int = 0) -> dict[str, A
             "top_logprobs": [dict(lp.top) for lp in logprobs], "text_offset": offsets}
 
 
-def _usage(finishes: list[Finish]) -> dict[str, Any]:
-    prompt = finishes[0].prompt_tokens if finishes else 0
-    completion = sum(f.completion_tokens for f in finishes)
-    prompt_time = max((f.prompt_seconds for f in finishes), default=0.0)
-    completion_time = max((f.completion_seconds for f in finishes), default=0.0)
-    return {
-        "prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-        "prompt_tokens_details": {"cached_tokens": finishes[0].cached_tokens if finishes else 0},
-        "completion_tokens_details": {
-            "accepted_prediction_tokens": sum(f.accepted_draft_tokens for f in finishes),
-            "rejected_prediction_tokens": sum(f.rejected_draft_tokens for f in finishes)},
-        "prompt_time": prompt_time, "completion_time": completion_time, "total_time": prompt_time + completion_time,
-    }
-
-
 def finish_reason(finish: Finish, output: ChatOutput | None = None) -> str:
     """``stop``, ``length`` (also for a call cut short) or ``tool_calls``: what every route maps from."""
     calls = output.tool_calls if output else []
@@ -127,12 +114,13 @@ class _Choices:
 
     @classmethod
     async def start(cls, request: Request, model: LoadedModel, prompts: list[str], params: GenerationParams,
-                    last_user: list[str], transcript: tuple[tuple[str, str], ...] = ()) -> _Choices:
+                    last_user: list[str], transcript: tuple[tuple[str, str], ...] = (),
+                    images: tuple[ImageInput, ...] = ()) -> _Choices:
         limit = request.app.state.config.network.max_jobs_per_request
         if len(prompts) > limit:
             raise ApiError(400, f"This request asks for {len(prompts)} generations (prompts times n); the server "
                                 f"starts at most {limit} per request (network.max_jobs_per_request).", param="n")
-        return cls([await model.engine.generate(GenerationRequest(prompt, params, user, transcript))
+        return cls([await model.engine.generate(GenerationRequest(prompt, params, user, transcript, images))
                     for prompt, user in zip(prompts, last_user, strict=True)],
                    request.app.state.config.network.max_queued_steps)
 
@@ -160,11 +148,13 @@ class _Choices:
 
 
 def stream_settings(request: Request, fields: GenerationFields) -> tuple[bool, float] | None:
-    """``(include_usage, ping_interval)`` when the answer streams; None for one JSON body."""
+    """``(include_usage, ping_interval)`` when the answer streams; None for one JSON body. Asking
+    for ``timings`` asks for the usage chunk too: that is where they go."""
     config = request.app.state.config
     if not fields.stream or config.developer.disable_request_streaming:
         return None
-    return bool(fields.stream_options and fields.stream_options.include_usage), config.network.sse_ping_interval
+    wants_usage = bool(fields.stream_options and fields.stream_options.include_usage) or fields.timings
+    return wants_usage, config.network.sse_ping_interval
 
 
 def _error_frame(error: ApiError) -> bytes:
@@ -207,6 +197,7 @@ class ChatJob:
                     raw_body: bytes | None = None) -> ChatJob:
         """``raw_body``: the request as the client sent it, for ``logging.log_chat_completion_requests``."""
         model = await serving(request.app, chat.model, permission)
+        chat, images = await attach_images(chat, model, request.app.state.config)
         inputs = chat.chat_input()
         prompt = build_prompt(model.chat, inputs)
         logging_config = request.app.state.config.logging
@@ -217,8 +208,9 @@ class ChatJob:
         params, sources = _generation(request.app, model, chat)
         params = dataclasses.replace(params, reasoning_budget=reasoning_budget(model.chat, inputs, prompt))
         choices = await _Choices.start(request, model, [prompt] * chat.n, params,
-                                       [last_user_text(inputs)] * chat.n, transcript(inputs))
-        parsers = [output_parser(model.chat, inputs, prompt) for _ in range(chat.n)]
+                                       [last_user_text(inputs)] * chat.n, transcript(inputs), images)
+        on_parsed = request.app.state.metrics.parsed_callback(model.name)
+        parsers = [output_parser(model.chat, inputs, prompt, on_parsed) for _ in range(chat.n)]
         return cls(request, model, params, {"x-sampler-source": sources}, choices, parsers)
 
     async def outputs(self) -> tuple[list[ChatOutput], list[list[TokenLogprob]]]:
@@ -268,7 +260,7 @@ async def chat_completions(request: Request, permission: ApiPermission) -> Respo
     chat: ChatCompletionRequest = parse_body(body, ChatCompletionRequest,
                                              request.app.state.config.network.max_json_depth)
     job = await ChatJob.start(request, permission, chat, raw_body=body)
-    reply = _Reply("chatcmpl", job.model.name)
+    reply = _Reply("chatcmpl", job.model.name, chat.timings)
     if (streaming := stream_settings(request, chat)) is not None:
         return sse_response(guarded(_stream_chat(reply, job.choices, job.parsers, *streaming),
                                     send_traceback=request.app.state.config.network.send_tracebacks), job.headers)
@@ -279,12 +271,14 @@ async def chat_completions(request: Request, permission: ApiPermission) -> Respo
 
 
 class _Reply:
-    """Ids, timestamps and the fixed part of every chunk of one response."""
+    """Ids, timestamps and the fixed part of every chunk of one response; ``timings``: the
+    request asked for llama.cpp's ``timings`` beside ``usage``."""
 
-    def __init__(self, prefix: str, model: str) -> None:
+    def __init__(self, prefix: str, model: str, timings: bool = False) -> None:
         self.id = f"{prefix}-{uuid.uuid4().hex}"
         self.created = int(time.time())
         self.model = model
+        self.timings = timings
         self._chunk_head = (f'data: {{"id":"{self.id}","object":"chat.completion.chunk","created":{self.created},'
                             f'"model":{json.dumps(model)},"choices":[{{"index":').encode()
 
@@ -297,15 +291,19 @@ class _Reply:
                          json.dumps(delta, ensure_ascii=False, separators=(",", ":")).encode(),
                          b',"logprobs":', probs, b',"finish_reason":', reason.encode(), b"}]}\r\n\r\n"))
 
-    def usage_chunk(self, finishes: list[Finish]) -> bytes:
-        return frame({"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-                      "choices": [], "usage": _usage(finishes)})
+    def usage(self, finishes: list[Finish]) -> dict[str, Any]:
+        """``usage``, and ``timings`` when asked for: the fields every body and usage chunk ends with."""
+        return {"usage": usage(finishes), **({"timings": timings(finishes)} if self.timings else {})}
+
+    def usage_chunk(self, finishes: list[Finish], obj: str = "chat.completion.chunk") -> bytes:
+        return frame({"id": self.id, "object": obj, "created": self.created, "model": self.model,
+                      "choices": [], **self.usage(finishes)})
 
     def chat_completion(self, outputs: list[ChatOutput], finishes: list[Finish],
                         logprobs: list[list[TokenLogprob]] | None) -> dict[str, Any]:
         choices = []
         for index, (output, finish) in enumerate(zip(outputs, finishes, strict=True)):
-            calls = [{"id": _call_id(), "type": "function", "index": i,
+            calls = [{"id": call.call_id or _call_id(), "type": "function", "index": i,
                       "function": {"name": call.name, "arguments": call.arguments_json}}
                      for i, call in enumerate(output.tool_calls)]
             choices.append({
@@ -316,7 +314,7 @@ class _Reply:
                 "finish_reason": finish_reason(finish, output), "stop_str": finish.stop_str,
             })
         return {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
-                "choices": choices, "usage": _usage(finishes)}
+                "choices": choices, **self.usage(finishes)}
 
 
 def _delta(event: OutputEvent, ids: dict[int, str]) -> dict[str, Any] | None:
@@ -325,7 +323,7 @@ def _delta(event: OutputEvent, ids: dict[int, str]) -> dict[str, Any] | None:
     if isinstance(event, ReasoningDelta):  # both names: clients read one or the other (vLLM renamed it)
         return {"reasoning_content": event.text, "reasoning": event.text}
     if isinstance(event, ToolCallBegin):
-        ids[event.index] = _call_id()
+        ids[event.index] = event.call_id or _call_id()  # the model's own id (Kimi) round-trips
         return {"tool_calls": [{"index": event.index, "id": ids[event.index], "type": "function",
                                 "function": {"name": event.name, "arguments": ""}}]}
     if isinstance(event, ToolCallArgs):
@@ -372,7 +370,7 @@ async def completions(request: Request, permission: ApiPermission) -> Response:
     prompts = [p for p in completion.prompts for _ in range(completion.n)]
     params, sources = _generation(request.app, model, completion)
     choices = await _Choices.start(request, model, prompts, params, prompts)
-    reply = _Reply("cmpl", model.name)
+    reply = _Reply("cmpl", model.name, completion.timings)
     headers = {"x-sampler-source": sources}
     if (streaming := stream_settings(request, completion)) is not None:
         return sse_response(guarded(_stream_text(reply, choices, *streaming),
@@ -385,7 +383,7 @@ async def completions(request: Request, permission: ApiPermission) -> Response:
         "choices": [{"index": i, "text": text, "logprobs": _text_logprobs(logprobs[i]) if wanted else None,
                      "finish_reason": finish_reason(finish), "stop_str": finish.stop_str}
                     for i, (text, finish) in enumerate(zip(texts, finishes, strict=True))],
-        "usage": _usage(finishes),
+        **reply.usage(finishes),
     })
 
 
@@ -406,6 +404,5 @@ async def _stream_text(reply: _Reply, choices: _Choices, include_usage: bool,
         yield b"".join(chunk(index, step.text, None, step.logprobs) if isinstance(step, Step) else
                        chunk(index, "", finish_reason(step)) for index, step in batch)
     if include_usage:
-        yield frame({"id": reply.id, "object": "text_completion", "created": reply.created, "model": reply.model,
-                     "choices": [], "usage": _usage(choices.done())})
+        yield reply.usage_chunk(choices.done(), "text_completion")
     yield DONE

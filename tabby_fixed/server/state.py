@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 from fastapi import Depends, Request
 from starlette.applications import Starlette
@@ -19,6 +19,12 @@ from ..sampling import Preset
 from .models import LoadedModel, ModelManager, model_folder
 from .requests import Body, parse_body
 from .response_store import ResponseStore
+
+if TYPE_CHECKING:  # these route modules read the state through this one
+    from ..embeddings import EmbeddingModel
+    from .embeddings import EmbeddingModels
+    from .kobold import Generations
+    from .metrics import Metrics
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -36,6 +42,10 @@ class AppState(State):
     model: LoadedModel | None
     preset: Preset | None
     prepared: bool  # the configured preset and model are set up (prepare.py)
+    embedding: EmbeddingModel | None
+    embeddings: EmbeddingModels  # the one place that changes ``embedding``
+    metrics: Metrics
+    kobold: Generations  # only with the Kobold API on
 
 
 def app_state(app: Starlette) -> AppState:
@@ -74,10 +84,14 @@ async def serving(app: Starlette, requested: str | None, permission: str) -> Loa
 
     Like upstream, a ``model`` naming something else is ignored (clients send aliases), unless
     inline loading is on: then an admin key loads that folder first, and an API key gets 401.
-    Dummy model names are always served by the loaded model.
+    Dummy model names are always served by the loaded model. With ``model.models``, the model
+    manager picks (and loads) the served model the request names.
     """
     state = app_state(app)
-    config, model = state.config, state.model
+    config = state.config
+    if config.model.models:
+        return await state.models.serve(requested)
+    model = state.model
     if requested and config.model.inline_model_loading and requested not in config.model.dummy_model_names \
             and (model is None or requested != model.name):
         if permission != "admin":  # before looking: an API key learns nothing about which folders exist

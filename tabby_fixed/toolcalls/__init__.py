@@ -12,15 +12,19 @@ from .events import (
     ToolCallBegin,
     ToolCallEnd,
 )
-from .formats import FORMATS, UnknownFormatError, detect_format
+from .formats import FORMATS, UnknownFormatError, detect_format, reasoning_tags
+from .formats.base import MessageChannels, Route
 from .parser import ToolCallParser, ToolCallStream
-from .scanner import scan
+from .scanner import HEADER_LIMIT, scan
 
 __all__ = [
     "FORMATS",
+    "HEADER_LIMIT",
     "ContentDelta",
     "Event",
+    "MessageChannels",
     "ParseResult",
+    "Route",
     "ToolCall",
     "ToolCallArgs",
     "ToolCallBegin",
@@ -29,5 +33,6 @@ __all__ = [
     "ToolCallStream",
     "UnknownFormatError",
     "detect_format",
+    "reasoning_tags",
     "scan",
 ]

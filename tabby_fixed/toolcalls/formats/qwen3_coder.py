@@ -30,7 +30,7 @@ _FUNCTION = "<function="
 
 
 class Qwen3Coder(CallFormat):
-    names = ("qwen3_coder", "qwen3_5", "step3_5", "step3_7")
+    names: tuple[str, ...] = ("qwen3_coder", "qwen3_5", "step3_5", "step3_7")
     wrapper_open = "<tool_call>"
     wrapper_close = "</tool_call>"
     call_close = "</function>"
