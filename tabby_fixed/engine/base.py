@@ -26,11 +26,14 @@ from ..errors import ApiError
 
 @dataclass(frozen=True)
 class Constraint:
-    """What the output must match: any JSON value, a JSON schema, a regex, or a grammar
-    (Lark, or GBNF when it contains ``::=``)."""
+    """What the output must match: any JSON value, a JSON schema, a regex, a grammar (Lark, or
+    GBNF when it contains ``::=``), or the request's tool-call grammar (``tools``, Lark).
+    ``grammar`` is the whole LLGuidance grammar engines apply (reasoning section included), made at
+    request time by ``sampling/constraints.py``."""
 
-    kind: Literal["json", "json_schema", "regex", "grammar"]
+    kind: Literal["json", "json_schema", "regex", "grammar", "tools"]
     value: Any = None
+    grammar: str | None = None
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,8 @@ class ModelInfo:
     max_batch_size: int = 1
     cache_size: int | None = None
     cache_mode: str = "FP16"
+    #: The tokenizer's added tokens (text to id): grammars must write them as tokens.
+    added_tokens: Mapping[str, int] = field(default_factory=dict)
 
 
 class Engine(Protocol):

@@ -42,6 +42,30 @@ class ParamOpened:
     ends_before: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class CallSyntax:
+    """How a format's template writes calls, for the grammar that makes a model write them
+    (``sampling/tool_grammar.py``). Declared next to the parser's questions so that a new format
+    states both in one place. ``{name}`` and ``{key}`` stand for the tool and parameter names,
+    each written bare or inside any of ``quotes``; tuples list the spellings accepted.
+    """
+
+    trigger: str  # the tag that starts a block of calls (the lazy grammar's trigger)
+    block_close: str
+    open_gap: str = ""  # written right after the trigger
+    block_separator: str = "\n"  # between two blocks
+    shares_block: bool = False  # several calls inside one block (MiniMax-M2), else one call per block
+    call_separator: str = "\n"  # between two calls in one block
+    call_open: tuple[str, ...] = ()
+    call_close: str = ""
+    quotes: tuple[str, ...] = ("",)
+    param_open: tuple[str, ...] = ()
+    value_close: str = ""  # ends a parameter's value (string values are free text up to it)
+    after_param: tuple[str, ...] = ("",)
+    json_param_open: tuple[str, ...] = ()  # a nameless parameter holding all arguments as one JSON object
+    json_call: bool = False  # the call is one JSON object {"name": ..., "arguments": {...}} (Hermes)
+
+
 #: Opened | JsonOpened | ParamOpened | NEED | None, depending on the question.
 Answer = Any
 
@@ -63,6 +87,8 @@ class CallFormat:
     param_prefixes: tuple[str, ...] = ()
     #: The template writes a newline after a parameter's opening tag and before its closing tag.
     framing = False
+    #: How calls are written, for the grammar that enforces ``tool_choice`` (None: not enforceable).
+    syntax: CallSyntax | None = None
 
     def open_call(self, text: str, final: bool, schemas: ToolSchemas) -> Answer:
         """At a start marker: Opened, JsonOpened, NEED or None."""

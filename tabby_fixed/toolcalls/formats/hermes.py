@@ -19,7 +19,7 @@ from typing import Any
 
 from ..scanner import NEED, skip_space, starts, unquote, valid_name
 from ..schema import ToolSchemas, conform_json_arguments
-from .base import Answer, CallFormat, JsonOpened
+from .base import Answer, CallFormat, CallSyntax, JsonOpened
 
 
 class Hermes(CallFormat):
@@ -28,6 +28,7 @@ class Hermes(CallFormat):
     wrapper_close = "</tool_call>"
     call_close = "</tool_call>"
     start_markers = ("<tool_call>",)
+    syntax = CallSyntax(trigger="<tool_call>", open_gap="\n", block_close="\n</tool_call>", json_call=True)
 
     def open_call(self, text: str, final: bool, schemas: ToolSchemas) -> Answer:
         opened = starts(text, 0, self.wrapper_open, final)

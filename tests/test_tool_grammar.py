@@ -1,0 +1,151 @@
+"""The tool-call grammar on CPU with the real LLGuidance and a real BPE tokenizer that has the
+format's tags as added tokens (special, as some models have them, or not): for every format and
+``tool_choice`` mode, what it accepts and what it refuses."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from tabby_fixed.engine.base import Constraint
+from tabby_fixed.output import ReasoningSettings
+from tabby_fixed.sampling.constraints import compiled
+from tabby_fixed.sampling.grammar_check import first_violation, ll_tokenizer
+from tabby_fixed.sampling.tool_grammar import tool_call_grammar
+from tabby_fixed.toolcalls.conformance import CASES, TOOLS
+from tabby_fixed.toolcalls.formats import get_format
+
+FORMATS = ["qwen3_coder", "glm4_5", "minimax_m2", "hermes"]
+TAGS = ["<|im_end|>", "<tool_call>", "</tool_call>", "<think>", "</think>", "<minimax:tool_call>",
+        "</minimax:tool_call>"]
+
+
+def make_tokenizer(special: bool) -> str:
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=TAGS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator(["<function=write_file>\n<parameter=path>\n</parameter> def return"] * 20,
+                                  trainer)
+    saved = json.loads(tokenizer.to_str())
+    for added in saved["added_tokens"]:
+        added["special"] = special or added["content"] == "<|im_end|>"
+    return json.dumps(saved)
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["special-tags", "text-tags"])
+def vocab(request):
+    text = make_tokenizer(request.param)
+    hf = Tokenizer.from_str(text)
+    return hf, ll_tokenizer(text, 0), {a["content"]: a["id"] for a in json.loads(text)["added_tokens"]}
+
+
+def grammar_for(vocab, fmt: str, choice="auto", parallel=True, tools=TOOLS, reasoning=None) -> str:
+    _, _, added = vocab
+    lark = tool_call_grammar(get_format(fmt).syntax, tools, choice, parallel, added)
+    assert lark is not None
+    return compiled(Constraint("tools", lark), reasoning, added).grammar
+
+
+def accepts(vocab, grammar: str, text: str) -> bool:
+    hf, ll, _ = vocab
+    return first_violation(grammar, ll, hf.encode(text, add_special_tokens=False).ids, complete=True) is None
+
+
+def _qwen(name="write_file", value="x"):
+    return f"<tool_call>\n<function={name}>\n<parameter=path>\n{value}\n</parameter>\n</function>\n</tool_call>"
+
+
+CALLS = {
+    "qwen3_coder": _qwen,
+    "glm4_5": lambda name="write_file", value="x":
+        f"<tool_call>{name}\n<arg_key>path</arg_key>\n<arg_value>{value}</arg_value>\n</tool_call>",
+    "minimax_m2": lambda name="write_file", value="x": f'<minimax:tool_call>\n<invoke name="{name}">\n'
+        f'<parameter name="path">{value}</parameter>\n</invoke>\n</minimax:tool_call>',
+    "hermes": lambda name="write_file", value="x":
+        f'<tool_call>\n{{"name": "{name}", "arguments": {{"path": "{value}"}}}}\n</tool_call>',
+}
+#: Conformance texts the grammar steers away from: a bare <function= block (the grammar writes the
+#: wrapper) and a boolean spelt as Python (the grammar writes JSON).
+STEERED = {"qwen3_coder bare function block", "qwen3_coder typed by schema"}
+VALID = [c for c in CASES if c.calls and c.content is None and c.name not in STEERED]
+
+
+@pytest.mark.parametrize("case", VALID, ids=lambda c: c.name)
+@pytest.mark.parametrize("choice", ["auto", "required"])
+def test_the_conformance_suites_calls_are_accepted(vocab, case, choice):
+    assert accepts(vocab, grammar_for(vocab, case.tool_format, choice, parallel=False), case.text)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_required_takes_calls_and_refuses_plain_text_and_unknown_names(vocab, fmt):
+    grammar = grammar_for(vocab, fmt, "required")
+    assert accepts(vocab, grammar, CALLS[fmt]())
+    gap = get_format(fmt).syntax.block_separator
+    assert accepts(vocab, grammar, CALLS[fmt]() + ("" if fmt == "minimax_m2" else gap + CALLS[fmt](value="y")))
+    assert not accepts(vocab, grammar, "I would rather talk.")
+    assert not accepts(vocab, grammar, CALLS[fmt]("delete_everything"))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_named_tool_is_the_only_call(vocab, fmt):
+    grammar = grammar_for(vocab, fmt, "write_file")
+    assert accepts(vocab, grammar, CALLS[fmt]())
+    assert not accepts(vocab, grammar, CALLS[fmt]("probe"))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_no_second_call_when_parallel_calls_are_off(vocab, fmt):
+    for choice in ("auto", "required"):
+        grammar = grammar_for(vocab, fmt, choice, parallel=False)
+        assert accepts(vocab, grammar, CALLS[fmt]())
+        gap = get_format(fmt).syntax.block_separator
+        assert not accepts(vocab, grammar, CALLS[fmt]() + gap + CALLS[fmt](value="y"))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_none_refuses_any_call_and_keeps_text_free(vocab, fmt):
+    grammar = grammar_for(vocab, fmt, "none")
+    assert accepts(vocab, grammar, "Plain words, <b>tags</b> and def f(): return 1")
+    assert not accepts(vocab, grammar, "Sure. " + CALLS[fmt]())
+
+
+STRICT = [{"type": "function", "function": {"name": "write_file", "strict": True, "parameters": {
+    "type": "object", "properties": {"path": {"type": "string"}, "mode": {"type": "integer"}},
+    "required": ["path", "mode"], "additionalProperties": False}}}]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_lazy_trigger_leaves_text_free_and_strict_arguments_follow_the_schema(vocab, fmt):
+    grammar = grammar_for(vocab, fmt, "auto", tools=STRICT)
+    good = {"qwen3_coder": "<tool_call>\n<function=write_file>\n<parameter=path>\na\n</parameter>\n"
+                           "<parameter=mode>\n644\n</parameter>\n</function>\n</tool_call>",
+            "glm4_5": "<tool_call>write_file\n<arg_key>path</arg_key>\n<arg_value>a</arg_value>\n"
+                      "<arg_key>mode</arg_key>\n<arg_value>644</arg_value>\n</tool_call>",
+            "minimax_m2": '<minimax:tool_call>\n<invoke name="write_file">\n<parameter name="path">a</parameter>\n'
+                          '<parameter name="mode">644</parameter>\n</invoke>\n</minimax:tool_call>',
+            "hermes": '<tool_call>\n{"name": "write_file", "arguments": {"path": "a", "mode": 644}}\n</tool_call>'}[fmt]
+    prose = "Anything at all first, even <function=x> or {json}.\n"
+    assert accepts(vocab, grammar, prose + good)
+    assert accepts(vocab, grammar, prose)
+    assert not accepts(vocab, grammar, prose + good.replace("644", '"rw"'))  # mode is an integer
+    missing = {"qwen3_coder": good.replace("<parameter=mode>\n644\n</parameter>\n", ""),
+               "glm4_5": good.replace("<arg_key>mode</arg_key>\n<arg_value>644</arg_value>\n", ""),
+               "minimax_m2": good.replace('<parameter name="mode">644</parameter>\n', ""),
+               "hermes": good.replace(', "mode": 644', "")}[fmt]
+    assert not accepts(vocab, grammar, prose + missing)  # mode is required
+
+
+def test_the_constraint_starts_after_the_reasoning_section(vocab):
+    thinking = ReasoningSettings(True)
+    grammar = grammar_for(vocab, "qwen3_coder", "required", reasoning=thinking)
+    assert accepts(vocab, grammar, "Let me think: <tool_call> maybe.\n</think>\n\n" + _qwen())
+    assert not accepts(vocab, grammar, "thinking</think>\n\nno call")
+    schema = compiled(Constraint("json_schema", {"type": "object", "properties": {"a": {"type": "integer"}},
+                                                 "required": ["a"]}), ReasoningSettings(False), vocab[2]).grammar
+    assert accepts(vocab, schema, '<think>free {"a": "x"}</think>\n{"a": 1}')
+    assert accepts(vocab, schema, '{"a": 1}')
+    assert not accepts(vocab, schema, '<think>hm</think>{"a": "x"}')
