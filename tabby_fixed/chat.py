@@ -8,15 +8,20 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .engine.base import Constraint
 from .errors import ApiError
 from .output import OutputParser, ReasoningSettings
 from .reasoning import starts_in_reasoning
-from .server.requests import ChatCompletionRequest, ChatMessage
+from .sampling.constraints import compiled
+from .sampling.tool_grammar import tool_call_grammar
+from .server.requests import ChatCompletionRequest, ChatMessage, NamedToolChoice
 from .templating import ChatTemplateError, render_chat
 from .toolcalls import ToolCallParser
+from .toolcalls.formats import get_format
 
 logger = logging.getLogger(__name__)
 
@@ -121,10 +126,42 @@ def output_parser(model: ChatModel, chat: ChatCompletionRequest, prompt: str) ->
     """
     parses_tools = bool(chat.tools) and chat.tool_choice != "none" and model.tool_format is not None
     tool_parser = ToolCallParser(model.tool_format, [t.model_dump() for t in chat.tools]) if parses_tools else None
+    return OutputParser(tool_parser=tool_parser, reasoning=reasoning_settings(model, prompt),
+                        first_call_only=not chat.parallel_tool_calls)
+
+
+def reasoning_settings(model: ChatModel, prompt: str) -> ReasoningSettings | None:
+    """How the output starts and ends its reasoning section, or None when it has none."""
     opened = starts_in_reasoning(prompt, model.reasoning_start, model.reasoning_end)
-    reasoning = None
-    if model.reasoning or (opened and model.start_in_reasoning != "never"):
-        start = {"always": True, "never": False}.get(model.start_in_reasoning, opened)
-        reasoning = ReasoningSettings(start, model.reasoning_start, model.reasoning_end,
-                                      model.tool_calls_in_reasoning)
-    return OutputParser(tool_parser=tool_parser, reasoning=reasoning, first_call_only=not chat.parallel_tool_calls)
+    if not (model.reasoning or (opened and model.start_in_reasoning != "never")):
+        return None
+    start = {"always": True, "never": False}.get(model.start_in_reasoning, opened)
+    return ReasoningSettings(start, model.reasoning_start, model.reasoning_end, model.tool_calls_in_reasoning)
+
+
+def tool_choice_name(chat: ChatCompletionRequest) -> str:
+    """``auto``, ``none``, ``required`` or the forced tool's name (no tools: ``none``)."""
+    choice = chat.tool_choice
+    if not chat.tools:
+        return "none"
+    if isinstance(choice, NamedToolChoice):
+        return str(choice.function.get("name"))
+    return choice or "auto"
+
+
+def chat_constraint(model: ChatModel, chat: ChatCompletionRequest, prompt: str, requested: Constraint | None,
+                    added_tokens: Mapping[str, int]) -> Constraint | None:
+    """The request's one output constraint: the tool-call grammar its ``tool_choice``, strict tools
+    and ``parallel_tool_calls`` need, or its ``response_format``; starting after the reasoning section."""
+    syntax = get_format(model.tool_format).syntax if model.tool_format else None
+    choice = tool_choice_name(chat)
+    tools = [tool.model_dump(exclude_none=True) for tool in chat.tools or ()]
+    lark = tool_call_grammar(syntax, tools, choice, chat.parallel_tool_calls, added_tokens) \
+        if syntax is not None and tools and not (choice == "none" and requested is not None) else None
+    if lark is None and chat.tools and choice != "auto" and syntax is None:
+        logger.warning("tool_choice %r is not enforced: the model has no tool format with a grammar", choice)
+    if lark is not None and requested is not None:
+        raise ApiError(400, f"response_format cannot be combined with tool_choice {choice!r} (or strict tools, or "
+                            f"parallel_tool_calls: false): the output follows one grammar.", param="response_format")
+    constraint = Constraint("tools", lark) if lark is not None else requested
+    return compiled(constraint, reasoning_settings(model, prompt), added_tokens) if constraint else None

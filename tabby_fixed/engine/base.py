@@ -17,8 +17,10 @@ ending with exactly one ``Finish``. Obligations every engine keeps:
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ..errors import ApiError
@@ -136,6 +138,15 @@ class Engine(Protocol):
 
 class EngineUnavailable(RuntimeError):
     """The model folder needs an engine this machine or build cannot run, or a part it lacks."""
+
+
+def read_added_tokens(folder: Path) -> dict[str, int]:
+    """A model folder's added tokens (text to id) from its tokenizer.json; none without one."""
+    try:
+        saved = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+        return {str(token["content"]): int(token["id"]) for token in saved.get("added_tokens") or ()}
+    except (OSError, ValueError, TypeError, KeyError):
+        return {}
 
 
 def context_exceeded(prompt_tokens: int, max_seq_len: int) -> ApiError:

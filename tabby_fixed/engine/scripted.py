@@ -7,6 +7,7 @@ A scripted model is a folder holding ``scripted.yml``::
     reasoning: false                  # optional
     chat_template: template.jinja     # optional; the built-in ChatML template with tools otherwise
     token_delay_ms: 0                 # optional pause before each token
+    structured_output_examples: false # optional: answer response_format/json_schema with a valid JSON value
     max_seq_len: 32768                # optional
     responses:                        # first match wins
       - role: tool                    # the last message is a tool result: answer it, ending the loop
@@ -30,6 +31,11 @@ anything. Each ``match`` is tried with ``re.search``; ``{name}`` in ``output`` i
 group's text verbatim (``{{`` and ``}}`` for literal braces). The answer is cut into tokens by
 the folder's ``tokenizer.json`` when there is one, else into word, space and punctuation pieces,
 and goes through the same limits as a real model's: stop strings, ``max_tokens``, the context.
+
+A request with an output constraint (``response_format``, ``tool_choice``, ...) cannot steer a
+script, so the answer is checked against the request's grammar, token by token with the folder's
+tokenizer (one token per byte without one), before anything is sent: an answer the grammar refuses
+is a 422 naming the first refused character, the script's bug.
 """
 
 from __future__ import annotations
@@ -44,9 +50,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
 
+from ..errors import ApiError
+from ..sampling.constraints import CONSTRAINT_FIELDS, compiled
+from ..sampling.grammar_check import Violation, byte_ids, first_violation, ll_tokenizer
 from ..templating import find_chat_template
 from ..toolcalls.scanner import scan
 from .base import (
@@ -58,7 +66,9 @@ from .base import (
     Step,
     TokenLogprob,
     completion_budget,
+    read_added_tokens,
 )
+from .schema_example import example
 
 BUILTIN_TEMPLATE = Path(__file__).with_name("chatml_tools.jinja")
 _PIECES = re.compile(r"\w+|\s+|[^\w\s]")
@@ -143,10 +153,12 @@ class _Tokenizer:
     def __init__(self, folder: Path) -> None:
         path = folder / "tokenizer.json"
         self._hf = None
+        self.json: str | None = None  # the tokenizer.json text, for LLGuidance
         if path.is_file():
             from tokenizers import Tokenizer
 
-            self._hf = Tokenizer.from_file(str(path))
+            self.json = path.read_text(encoding="utf-8")
+            self._hf = Tokenizer.from_str(self.json)
         self._ids: dict[str, int] = {}
         self._pieces: list[str] = []
 
@@ -162,6 +174,10 @@ class _Tokenizer:
                 self._ids[piece] = len(self._pieces)
                 self._pieces.append(piece)
         return pieces
+
+    def grammar_ids(self, text: str) -> list[int]:
+        """The text as the ids LLGuidance checks: the tokenizer's, or one per byte without one."""
+        return self.encode(text) if self._hf is not None else byte_ids(text)
 
     def decode(self, ids: list[int]) -> str:
         if self._hf is not None:
@@ -179,23 +195,17 @@ class _Tokenizer:
         return [piece or "" for piece in pieces]
 
 
-def check_constraint(text: str, constraint: Constraint | None) -> None:
-    """Scripted output cannot be steered, so it is checked: a mismatch fails the job, as a real
-    engine's output never could. Grammars are not checked (no grammar engine here)."""
-    if constraint is None or constraint.kind == "grammar":
-        return
-    if constraint.kind == "regex":
-        if re.fullmatch(constraint.value, text, re.DOTALL) is None:
-            raise ScriptedFailure(f"the scripted output does not match the regex {constraint.value!r}")
-        return
-    try:
-        value = json.loads(text)
-    except ValueError as error:
-        raise ScriptedFailure(f"the scripted output is not JSON: {error}") from error
-    if constraint.kind == "json_schema":
-        problem = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(constraint.value).iter_errors(value))
-        if problem is not None:
-            raise ScriptedFailure(f"the scripted output does not match the JSON schema: {problem.message}")
+class ScriptBreaksConstraint(ApiError):
+    """The script's answer breaks the request's constraint: a fixture bug, reported where it is."""
+
+
+def _violation_error(folder: Path, constraint: Constraint, output: str, violation: Violation) -> ApiError:
+    field = CONSTRAINT_FIELDS[constraint.kind]
+    before = output[max(0, violation.offset - 40):violation.offset]
+    return ScriptBreaksConstraint(
+        422, f"The scripted answer of {folder.name} breaks the request's {field} at character {violation.offset} "
+             f"(after {before!r}): {violation.reason}. A real model would be steered by the grammar; fix the "
+             f"script in {folder / 'scripted.yml'}.", code="script_breaks_constraint", param=field)
 
 
 class ScriptedEngine:
@@ -211,6 +221,8 @@ class ScriptedEngine:
         if not isinstance(delay, (int, float)) or delay < 0:
             raise ScriptError(f"{path}: 'token_delay_ms' must be a number >= 0")
         self._delay = delay / 1000
+        self._folder = folder
+        self._structured_examples = bool(script.get("structured_output_examples", False))
         self._tokenizer = _Tokenizer(folder)
         self._active = 0
         self._unloaded = False
@@ -230,6 +242,7 @@ class ScriptedEngine:
             bos_token=None,
             eos_token="<|im_end|>",
             max_batch_size=256,
+            added_tokens=read_added_tokens(folder),
         )
 
     def encode(self, text: str, *, add_bos: bool = False, special_tokens: bool = True) -> list[int]:
@@ -262,25 +275,47 @@ class ScriptedEngine:
         prompt_tokens = len(self.encode(request.prompt))
         budget = completion_budget(prompt_tokens, self.info.max_seq_len, request.params.max_tokens)
         output, failure = self.answer(request)
+        constraint = request.params.constraint
+        if self._structured_examples and constraint is not None and constraint.kind in ("json", "json_schema"):
+            output, failure = json.dumps(example(constraint.value or {}), ensure_ascii=False), None
         stops = tuple(stop for stop in request.params.stop if isinstance(stop, str) and stop)
-        return self._replay(self._tokenizer.pieces(output), budget, stops, prompt_tokens, failure,
-                            request.params)
+        pieces = self._tokenizer.pieces(output)
+        if constraint is not None:
+            self._check(output, pieces, budget, stops, constraint)
+        return self._replay(pieces, budget, stops, prompt_tokens, failure, request.params)
+
+    def _check(self, output: str, pieces: list[str], budget: int, stops: tuple[str, ...],
+               constraint: Constraint) -> None:
+        """The output a job would emit (to its first stop string, within its budget), checked against
+        the request's grammar token by token before anything is sent; it must be complete unless a
+        stop string or the budget cuts it short."""
+        emitted = "".join(pieces[:budget])
+        cut = [at for at in (emitted.find(stop) for stop in stops) if at >= 0]
+        if cut:
+            emitted = emitted[:min(cut)]
+        complete = not cut and len(pieces) <= budget
+        grammar = constraint.grammar or compiled(constraint).grammar
+        tokenizer = ll_tokenizer(self._tokenizer.json, self._eos_id())
+        violation = first_violation(grammar, tokenizer, self._tokenizer.grammar_ids(emitted), complete)
+        if violation is not None:
+            raise _violation_error(self._folder, constraint, emitted, violation)
+
+    def _eos_id(self) -> int | None:
+        ids = self._tokenizer.encode(self.info.eos_token or "") if self._tokenizer.json else []
+        return ids[0] if len(ids) == 1 else None
 
     async def _replay(self, pieces: list[str], budget: int, stops: tuple[str, ...], prompt_tokens: int,
                       failure: str | None, params: GenerationParams) -> AsyncIterator[Step | Finish]:
         """Scripted tokens are certain: each has log-probability 0, and is its own only alternative."""
-        constraint = params.constraint
         self._active += 1
         started = time.perf_counter()
         held = ""  # text that could still be the start of a stop string
-        emitted: list[str] = []
         count = 0
         try:
             for piece in pieces:
                 if self._unloaded:
                     raise ScriptedFailure("the job was aborted because the model was unloaded")
                 if count == budget:
-                    check_constraint("".join(emitted), constraint)
                     yield Finish("length", prompt_tokens, count, completion_seconds=time.perf_counter() - started)
                     return
                 if self._delay:
@@ -294,22 +329,17 @@ class ScriptedEngine:
                 size, stop = scan(text, stops, final=False)
                 if stop is not None:
                     if size:
-                        emitted.append(text[:size])
                         yield Step(text[:size], logprobs=certain)
-                    check_constraint("".join(emitted), constraint)
                     yield Finish("stop", prompt_tokens, count, stop_str=stop,
                                  completion_seconds=time.perf_counter() - started)
                     return
                 held = text[size:]
                 if size or certain:
-                    emitted.append(text[:size])
                     yield Step(text[:size], logprobs=certain)
             if held:
-                emitted.append(held)
                 yield Step(held, token_count=0)
             if failure is not None:
                 raise ScriptedFailure(failure)
-            check_constraint("".join(emitted), constraint)
             yield Finish("stop", prompt_tokens, count, completion_seconds=time.perf_counter() - started)
         finally:
             self._active -= 1

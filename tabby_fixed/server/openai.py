@@ -9,6 +9,7 @@ chunk with an empty delta, and the usage chunk (``choices: []``) last.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -21,13 +22,13 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from ..auth import ApiPermission
-from ..chat import build_prompt, last_user_text, output_parser, transcript
+from ..chat import build_prompt, chat_constraint, last_user_text, output_parser, transcript
 from ..engine.base import Finish, GenerationParams, GenerationRequest, Step, TokenLogprob
 from ..errors import ApiError
 from ..output import ChatOutput, OutputEvent, OutputParser
 from ..reasoning import ReasoningDelta
 from ..sampling import resolve
-from ..sampling.constraints import constraint_for
+from ..sampling.constraints import compiled, constraint_for
 from ..toolcalls import ContentDelta, ToolCallArgs, ToolCallBegin
 from .models import LoadedModel
 from .requests import ChatCompletionRequest, CompletionRequest, GenerationFields, parse_body
@@ -50,8 +51,9 @@ def _generation(app: FastAPI, model: LoadedModel, fields: GenerationFields) -> t
     if ignored:
         logger.debug("the %s engine does not apply: %s", type(model.engine).__name__, ", ".join(ignored))
     top_logprobs = values["top_logprobs"] or (values["logprobs"] if values["logprobs"] > 1 else 0)
+    requested = constraint_for(fields.response_format, values)
     params = GenerationParams(max_tokens=values["max_tokens"], stop=tuple(values["stop"] or ()), sampler=values,
-                              constraint=constraint_for(fields.response_format, values),
+                              constraint=compiled(requested) if requested else None,
                               top_logprobs=top_logprobs if values["logprobs"] or values["top_logprobs"] else None)
     return params, effective.summary()
 
@@ -182,6 +184,8 @@ class ChatJob:
         if request.app.state.config.logging.log_prompt:
             logger.info("prompt:\n%s", prompt)
         params, sources = _generation(request.app, model, chat)
+        params = dataclasses.replace(params, constraint=chat_constraint(
+            model.chat, chat, prompt, params.constraint, model.engine.info.added_tokens))
         choices = await _Choices.start(model, [prompt] * chat.n, params, [last_user_text(chat)] * chat.n,
                                        transcript(chat))
         parsers = [output_parser(model.chat, chat, prompt) for _ in range(chat.n)]
