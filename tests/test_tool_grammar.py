@@ -4,9 +4,12 @@ format's tags as added tokens (special, as some models have them, or not): for e
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from tabby_fixed.engine.base import Constraint
@@ -14,6 +17,7 @@ from tabby_fixed.output import ReasoningSettings
 from tabby_fixed.sampling.constraints import compiled
 from tabby_fixed.sampling.grammar_check import first_violation, ll_tokenizer
 from tabby_fixed.sampling.tool_grammar import tool_call_grammar
+from tabby_fixed.toolcalls import ToolCallParser
 from tabby_fixed.toolcalls.conformance import CASES, TOOLS
 from tabby_fixed.toolcalls.formats import get_format
 
@@ -36,11 +40,17 @@ def make_tokenizer(special: bool) -> str:
     return json.dumps(saved)
 
 
+@functools.cache
+def vocabulary(special: bool):
+    """The tokenizer, LLGuidance's view of it, and its added tokens; made once per kind."""
+    text = make_tokenizer(special)
+    added = {a["content"]: a["id"] for a in json.loads(text)["added_tokens"]}
+    return Tokenizer.from_str(text), ll_tokenizer(text, 0), added
+
+
 @pytest.fixture(scope="module", params=[True, False], ids=["special-tags", "text-tags"])
 def vocab(request):
-    text = make_tokenizer(request.param)
-    hf = Tokenizer.from_str(text)
-    return hf, ll_tokenizer(text, 0), {a["content"]: a["id"] for a in json.loads(text)["added_tokens"]}
+    return vocabulary(request.param)
 
 
 def grammar_for(vocab, fmt: str, choice="auto", parallel=True, tools=TOOLS, reasoning=None) -> str:
@@ -149,3 +159,18 @@ def test_the_constraint_starts_after_the_reasoning_section(vocab):
     assert accepts(vocab, schema, '<think>free {"a": "x"}</think>\n{"a": 1}')
     assert accepts(vocab, schema, '{"a": 1}')
     assert not accepts(vocab, schema, '<think>hm</think>{"a": "x"}')
+
+
+
+
+@settings(max_examples=60, deadline=None)
+@given(fmt=st.sampled_from(["qwen3_coder", "glm4_5", "minimax_m2"]),
+       value=st.text(st.sampled_from("ab <>/=\n\t\"{}[]1é"), max_size=30).filter(lambda v: "</" not in v))
+def test_every_string_value_the_grammar_accepts_is_parsed_back_exactly(fmt, value):
+    """Free text up to the closing tag: any value is accepted, and the parser reads the call the
+    grammar let through as the declared tool with that exact value."""
+    vocab = vocabulary(False)
+    text = CALLS[fmt](value=value)
+    assert accepts(vocab, grammar_for(vocab, fmt, "required", parallel=False), text)
+    parsed = ToolCallParser(fmt, TOOLS).parse(text)
+    assert [(c.name, c.arguments) for c in parsed.tool_calls] == [("write_file", {"path": value})]

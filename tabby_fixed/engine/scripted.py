@@ -175,10 +175,6 @@ class _Tokenizer:
                 self._pieces.append(piece)
         return pieces
 
-    def grammar_ids(self, text: str) -> list[int]:
-        """The text as the ids LLGuidance checks: the tokenizer's, or one per byte without one."""
-        return self.encode(text) if self._hf is not None else byte_ids(text)
-
     def decode(self, ids: list[int]) -> str:
         if self._hf is not None:
             return self._hf.decode(ids, skip_special_tokens=False)
@@ -295,14 +291,21 @@ class ScriptedEngine:
             emitted = emitted[:min(cut)]
         complete = not cut and len(pieces) <= budget
         grammar = constraint.grammar or compiled(constraint).grammar
-        tokenizer = ll_tokenizer(self._tokenizer.json, self._eos_id())
-        violation = first_violation(grammar, tokenizer, self._tokenizer.grammar_ids(emitted), complete)
+        violation = first_violation(grammar, *self._grammar_view(emitted), complete)
         if violation is not None:
             raise _violation_error(self._folder, constraint, emitted, violation)
 
-    def _eos_id(self) -> int | None:
-        ids = self._tokenizer.encode(self.info.eos_token or "") if self._tokenizer.json else []
-        return ids[0] if len(ids) == 1 else None
+    def _grammar_view(self, text: str) -> tuple[Any, list[int]]:
+        """LLGuidance's tokenizer and the text's ids: the folder's tokenizer.json, or one token per
+        byte without one (or with one LLGuidance cannot read, such as a word list without a decoder)."""
+        if self._tokenizer.json is not None:
+            ids = self._tokenizer.encode(self.info.eos_token or "")
+            try:
+                return ll_tokenizer(self._tokenizer.json, ids[0] if len(ids) == 1 else None), \
+                    self._tokenizer.encode(text)
+            except ValueError:
+                pass
+        return ll_tokenizer(None), byte_ids(text)
 
     async def _replay(self, pieces: list[str], budget: int, stops: tuple[str, ...], prompt_tokens: int,
                       failure: str | None, params: GenerationParams) -> AsyncIterator[Step | Finish]:

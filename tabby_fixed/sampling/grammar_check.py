@@ -51,7 +51,7 @@ def first_violation(grammar: str, tokenizer: llguidance.LLTokenizer, ids: list[i
                     complete: bool) -> Violation | None:
     """The first of ``ids`` the grammar refuses, or (when ``complete``) the end of a text the grammar
     needs more of; None when the text fits."""
-    matcher = llguidance.LLMatcher(tokenizer, grammar)
+    matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)  # the violation is reported, not logged
     for index, token in enumerate(ids):
         if not matcher.consume_token(token):
             offset = len(tokenizer.decode_str(ids[:index]))

@@ -40,7 +40,8 @@ logger = logging.getLogger(__name__)
 
 
 def _generation(app: FastAPI, model: LoadedModel, fields: GenerationFields) -> tuple[GenerationParams, str]:
-    """The job's parameters from every sampler layer, and the ``x-sampler-source`` summary."""
+    """The job's parameters from every sampler layer, and the ``x-sampler-source`` summary. The
+    constraint is as requested; the route compiles it (chat adds the tools and the reasoning section)."""
     effective = resolve(fields.sampler_values(), app.state.preset, model.card)
     values = effective.values
     if app.state.config.logging.log_generation_params:
@@ -51,9 +52,8 @@ def _generation(app: FastAPI, model: LoadedModel, fields: GenerationFields) -> t
     if ignored:
         logger.debug("the %s engine does not apply: %s", type(model.engine).__name__, ", ".join(ignored))
     top_logprobs = values["top_logprobs"] or (values["logprobs"] if values["logprobs"] > 1 else 0)
-    requested = constraint_for(fields.response_format, values)
     params = GenerationParams(max_tokens=values["max_tokens"], stop=tuple(values["stop"] or ()), sampler=values,
-                              constraint=compiled(requested) if requested else None,
+                              constraint=constraint_for(fields.response_format, values),
                               top_logprobs=top_logprobs if values["logprobs"] or values["top_logprobs"] else None)
     return params, effective.summary()
 
@@ -338,6 +338,8 @@ async def completions(request: Request, permission: ApiPermission) -> Response:
     model = await serving(request.app, completion.model, permission)
     prompts = [p for p in completion.prompts for _ in range(completion.n)]
     params, sources = _generation(request.app, model, completion)
+    if params.constraint is not None:
+        params = dataclasses.replace(params, constraint=compiled(params.constraint))
     choices = await _Choices.start(model, prompts, params, prompts)
     reply = _Reply("cmpl", model.name)
     headers = {"x-sampler-source": sources}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import jsonschema
 import openai
 import pytest
@@ -59,22 +60,42 @@ def test_what_llguidance_refuses_is_a_400_naming_the_field(client: openai.OpenAI
 
 
 def test_a_reasoning_model_thinks_freely_before_the_constraint(thinker):
-    client = openai.OpenAI(base_url=thinker.v1, api_key=API_KEY, max_retries=0, timeout=30)
-    text = 'Maybe {not json} here.\n</think>\n\n{"a": 1}'
-    answer = client.chat.completions.create(model="thinker", messages=ask(text),
-                                            response_format={"type": "json_object"})
-    assert json.loads(answer.choices[0].message.content) == {"a": 1}
-    with pytest.raises(openai.UnprocessableEntityError):
-        client.chat.completions.create(model="thinker", messages=ask("Thought.</think>\nnot json"),
-                                       response_format={"type": "json_object"})
+    with openai.OpenAI(base_url=thinker.v1, api_key=API_KEY, max_retries=0, timeout=30) as client:
+        text = 'Maybe {not json} here.\n</think>\n\n{"a": 1}'
+        answer = client.chat.completions.create(model="thinker", messages=ask(text),
+                                                response_format={"type": "json_object"})
+        assert json.loads(answer.choices[0].message.content) == {"a": 1}
+        assert answer.choices[0].message.reasoning_content == "Maybe {not json} here.\n"
+        with pytest.raises(openai.UnprocessableEntityError):
+            client.chat.completions.create(model="thinker", messages=ask("Thought.</think>\nnot json"),
+                                           response_format={"type": "json_object"})
 
 
 def test_the_demo_model_answers_structured_output_with_valid_json(demo_server):
-    client = openai.OpenAI(base_url=demo_server.v1, api_key="unused", max_retries=0, timeout=30)
     schema = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1},
                                                "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "minItems": 1}},
               "required": ["city", "days", "tags"], "additionalProperties": False}
-    answer = client.chat.completions.create(
-        model="demo", messages=[{"role": "user", "content": "plan a trip"}],
-        response_format={"type": "json_schema", "json_schema": {"name": "trip", "schema": schema}})
+    with openai.OpenAI(base_url=demo_server.v1, api_key="unused", max_retries=0, timeout=30) as client:
+        answer = client.chat.completions.create(
+            model="demo", messages=[{"role": "user", "content": "plan a trip"}],
+            response_format={"type": "json_schema", "json_schema": {"name": "trip", "schema": schema}})
     jsonschema.validate(json.loads(answer.choices[0].message.content), schema)
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_langchain_structured_output_by_function_calling(server, strict):
+    """LangChain forces the schema's tool by name and reads its arguments back as the object."""
+    from langchain_openai import ChatOpenAI
+    from pydantic import BaseModel
+
+    class Forecast(BaseModel):
+        city: str
+        days: int
+
+    with httpx.Client(timeout=30) as http:
+        model = ChatOpenAI(base_url=server.v1, api_key=API_KEY, model="tester", max_retries=0, http_client=http)
+        structured = model.with_structured_output(Forecast, method="function_calling", strict=strict)
+        answer = structured.invoke("RAW:" + call("Forecast", ("city", "Paris"), ("days", "3")))
+        assert answer == Forecast(city="Paris", days=3)
+        with pytest.raises(openai.UnprocessableEntityError):  # a script answering in prose breaks the forced call
+            structured.invoke("RAW:It will rain.")
