@@ -174,3 +174,16 @@ def test_every_string_value_the_grammar_accepts_is_parsed_back_exactly(fmt, valu
     assert accepts(vocab, grammar_for(vocab, fmt, "required", parallel=False), text)
     parsed = ToolCallParser(fmt, TOOLS).parse(text)
     assert [(c.name, c.arguments) for c in parsed.tool_calls] == [("write_file", {"path": value})]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_parameters_referring_to_shared_definitions_are_typed_by_them(vocab, fmt):
+    tools = [{"type": "function", "function": {"name": "write_file", "strict": True, "parameters": {
+        "type": "object", "$defs": {"Where": {"type": "object", "properties": {"path": {"type": "string"}},
+                                              "required": ["path"], "additionalProperties": False}},
+        "properties": {"path": {"$ref": "#/$defs/Where"}}, "required": ["path"]}}}]
+    grammar = grammar_for(vocab, fmt, "required", tools=tools)
+    assert accepts(vocab, grammar, CALLS[fmt](value="VALUE").replace('"VALUE"', "VALUE")
+                   .replace("VALUE", '{"path": "a"}'))
+    assert not accepts(vocab, grammar, CALLS[fmt](value="VALUE").replace('"VALUE"', "VALUE")
+                       .replace("VALUE", '{"where": "a"}'))

@@ -97,9 +97,14 @@ def _strict_schema(parameters: Mapping[str, Any]) -> dict[str, Any]:
     return {"additionalProperties": False, **parameters, "type": "object"}
 
 
+def _definitions(parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """The shared definitions a tool's ``$ref``s point at (from the root of its parameters)."""
+    return {key: parameters[key] for key in ("$defs", "definitions") if key in parameters}
+
+
 def _loose_schema(parameters: Mapping[str, Any]) -> dict[str, Any]:
     """A non-strict tool's arguments: its parameters' types, none of them required."""
-    return {"type": "object", "properties": dict(parameters.get("properties") or {})}
+    return {"type": "object", "properties": dict(parameters.get("properties") or {}), **_definitions(parameters)}
 
 
 class _Builder:
@@ -120,14 +125,16 @@ class _Builder:
         schema = _strict_schema(parameters) if strict else _loose_schema(parameters)
         rule = f"call_{index}"
         syntax = self.syntax
-        if syntax.json_call:
+        shared = _definitions(parameters)
+        if syntax.json_call:  # references are to the root: the definitions move up with the arguments
             whole = {"type": "object", "properties": {"name": {"const": name}, "arguments": schema},
-                     "required": ["name", "arguments"], "additionalProperties": False}
+                     "required": ["name", "arguments"], "additionalProperties": False, **shared}
             self.rules.append(_rule(rule, f"%json {json.dumps(whole)}"))
             return rule
         header = _alternatives(self.named(t, "name", name) for t in syntax.call_open)
         properties = parameters.get("properties") or {}
-        params = [self.param(f"param_{index}_{n}", name, key, sub) for n, (key, sub) in enumerate(properties.items())]
+        params = [self.param(f"param_{index}_{n}", name, key, {**sub, **shared} if isinstance(sub, Mapping) else sub,
+                             strict) for n, (key, sub) in enumerate(properties.items())]
         required = set(parameters.get("required") or ()) if strict else set()
         if strict:
             body = " ".join(p if key in required else f"{p}?" for p, key in zip(params, properties, strict=True))
@@ -142,13 +149,14 @@ class _Builder:
         self.rules.append(_rule(rule, " ".join(p for p in (header, body, close) if p)))
         return rule
 
-    def param(self, rule: str, tool: str, key: str, schema: Any) -> str:
-        """A parameter: free text up to its closing tag when a string may be meant (or the schema does
-        not say), else JSON by its schema."""
+    def param(self, rule: str, tool: str, key: str, schema: Any, strict: bool) -> str:
+        """A parameter: free text up to its closing tag when a string may be meant (or, for a tool
+        that is not strict, when the schema does not say), else JSON by its schema (which carries
+        the tool's ``$defs`` its references need)."""
         syntax, kind = self.syntax, self.schemas.kind(tool, key)
         opening = _alternatives(self.named(t, "key", key) for t in syntax.param_open)
         after = _alternatives(self.literal(a) or '""' for a in syntax.after_param)
-        if kind is None or "string" in kind or not isinstance(schema, Mapping):
+        if not isinstance(schema, Mapping) or ("string" in kind if kind is not None else not strict):
             body, lazy = self.literal.text_until(syntax.value_close)
             self.rules.append(_rule(f"{rule}_value", body, lazy))
             value = f"{rule}_value"
