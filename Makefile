@@ -75,6 +75,7 @@ upstream-check: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(BIN)/python -m bench.parser_stream
+	$(BIN)/python -m bench.parser_adversarial
 	$(BIN)/python -m bench.sse_throughput
 
 clean:

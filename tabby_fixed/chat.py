@@ -73,10 +73,18 @@ def _undecodable_arguments(messages: list[ChatMessage]) -> list[str]:
     return places
 
 
+#: What ``render_chat`` passes itself; a template variable of the same name would collide.
+_RESERVED_VARIABLES = frozenset({"messages", "tools", "add_generation_prompt"})
+
+
 def build_prompt(model: ChatModel, chat: ChatCompletionRequest) -> str:
     if not model.chat_template:
         raise ApiError(422, "Chat completions are disabled because the model has no chat template; use "
                             "/v1/completions or give the model a chat_template.jinja.", code="no_chat_template")
+    reserved = sorted(_RESERVED_VARIABLES & chat.template_vars.keys())
+    if reserved:
+        raise ApiError(400, f"template_vars cannot set {', '.join(reserved)}: the request's own fields give "
+                            f"them.", param="template_vars")
     variables: dict[str, Any] = dict(model.template_vars_default or {})
     if chat.reasoning_effort is not None:
         variables["reasoning_effort"] = chat.reasoning_effort

@@ -85,6 +85,17 @@ class NetworkConfig(_Section):
         1000, ge=0, description="Responses kept for previous_response_id and GET /v1/responses/{id}; 0 keeps none.")
     responses_store_ttl: float = Field(
         3600, gt=0, description="Seconds a stored response is kept.")
+    max_queued_steps: int = Field(
+        256, gt=0, description="Generated tokens of one response held for a client that reads slower than the model "
+                               "writes; beyond this its jobs are not read further until the client catches up.")
+    max_json_depth: int = Field(
+        100, gt=0, description="Deepest nesting of arrays and objects in a request body; deeper is refused with 400.")
+    max_jobs_per_request: int = Field(
+        64, gt=0, description="Most generations one request may start (prompts times n); more is refused with 400.")
+    max_stop_strings: int = Field(
+        64, ge=0, description="Most stop strings one request may give; more is refused with 400.")
+    max_stop_string_chars: int = Field(
+        1000, gt=0, description="Longest stop string a request may give, in characters; longer is refused with 400.")
 
     @field_validator("api_servers")
     @classmethod

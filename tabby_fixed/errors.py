@@ -21,15 +21,22 @@ from typing import Any
 class ApiError(Exception):
     def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",
                  code: str | None = None, param: str | None = None) -> None:
+        message = _encodable(message)
         super().__init__(message)
         self.status = status
         self.message = message
         self.type = type
         self.code = code
-        self.param = param
+        self.param = _encodable(param) if param is not None else None
 
     def body(self) -> dict[str, Any]:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+def _encodable(text: str) -> str:
+    """A message or param may quote the request; a lone surrogate in it is written as ``\\udXXX``,
+    since no UTF-8 encoder takes it."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def unauthorized(message: str) -> ApiError:

@@ -8,6 +8,7 @@ A scripted model is a folder holding ``scripted.yml``::
     chat_template: template.jinja     # optional; the built-in ChatML template with tools otherwise
     token_delay_ms: 0                 # optional pause before each token
     structured_output_examples: false # optional: answer response_format/json_schema with a valid JSON value
+    constraint_check_seconds: 1       # optional: longest the check of an answer against the request's grammar may run
     max_seq_len: 32768                # optional
     responses:                        # first match wins
       - role: tool                    # the last message is a tool result: answer it, ending the loop
@@ -41,11 +42,14 @@ is a 422 naming the first refused character, the script's bug.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
 import string
+import sys
+import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,6 +76,9 @@ from .schema_example import example
 
 BUILTIN_TEMPLATE = Path(__file__).with_name("chatml_tools.jinja")
 _PIECES = re.compile(r"\w+|\s+|[^\w\s]")
+_VOCABULARY_LIMIT = 65536
+_PIECE_LIMIT = 32
+_CHAR_BASE = _VOCABULARY_LIMIT
 #: With no delay, give other requests the loop after this many tokens.
 _YIELD_EVERY = 16
 
@@ -148,7 +155,12 @@ def _responses(path: Path, entries: Any) -> list[_Response]:
 
 class _Tokenizer:
     """The folder's tokenizer.json when present; else a vocabulary of word/space/punctuation pieces
-    that grows as text is seen (ids are stable for the engine's lifetime)."""
+    that grows as text is seen (ids are stable for the engine's lifetime).
+
+    Prompts come from clients, so that vocabulary is bounded: once it holds
+    ``_VOCABULARY_LIMIT`` pieces, and for any piece longer than ``_PIECE_LIMIT`` characters, new
+    text is spelled one character per token (id ``_CHAR_BASE + ord(c)``), which needs no memory.
+    """
 
     def __init__(self, folder: Path) -> None:
         path = folder / "tokenizer.json"
@@ -161,34 +173,51 @@ class _Tokenizer:
             self._hf = Tokenizer.from_str(self.json)
         self._ids: dict[str, int] = {}
         self._pieces: list[str] = []
+        self._lock = threading.Lock()  # prompts are counted on worker threads
 
     def encode(self, text: str) -> list[int]:
         if self._hf is not None:
             return self._hf.encode(text, add_special_tokens=False).ids
-        return [self._ids.setdefault(p, len(self._ids)) for p in self._remember(text)]
+        return list(self._word_ids(text))
 
-    def _remember(self, text: str) -> list[str]:
-        pieces = _PIECES.findall(text)
-        for piece in pieces:
-            if piece not in self._ids:
-                self._ids[piece] = len(self._pieces)
-                self._pieces.append(piece)
-        return pieces
+    def count(self, text: str) -> int:
+        """How many tokens encode would give, without building the list."""
+        if self._hf is not None:
+            return len(self._hf.encode(text, add_special_tokens=False).ids)
+        return sum(1 for _ in self._word_ids(text))
+
+    def _word_ids(self, text: str) -> Iterator[int]:
+        for found in _PIECES.finditer(text):
+            piece = found.group()
+            known = self._ids.get(piece)
+            if known is None and len(piece) <= _PIECE_LIMIT and len(self._pieces) < _VOCABULARY_LIMIT:
+                with self._lock:
+                    known = self._ids.setdefault(piece, len(self._pieces))
+                    if known == len(self._pieces):
+                        self._pieces.append(piece)
+            if known is not None:
+                yield known
+            else:
+                yield from (_CHAR_BASE + ord(char) for char in piece)
 
     def decode(self, ids: list[int]) -> str:
         if self._hf is not None:
             return self._hf.decode(ids, skip_special_tokens=False)
-        return "".join(self._pieces[i] for i in ids if 0 <= i < len(self._pieces))
+        return "".join(self._piece(i) for i in ids)
 
-    def pieces(self, text: str) -> list[str]:
-        """The text as the tokens a model would emit, each decoded on its own."""
+    def _piece(self, token: int) -> str:
+        if 0 <= token < len(self._pieces):
+            return self._pieces[token]
+        return chr(token - _CHAR_BASE) if 0 <= token - _CHAR_BASE <= sys.maxunicode else ""
+
+    def pieces(self, text: str) -> Iterator[str]:
+        """The text as the tokens a model would emit, each decoded on its own, as they are needed."""
         if self._hf is None:
-            return self._remember(text)
+            return (found.group() for found in _PIECES.finditer(text))
         from tokenizers.decoders import DecodeStream
 
         stream = DecodeStream(skip_special_tokens=False)
-        pieces = [stream.step(self._hf, token) for token in self.encode(text)]
-        return [piece or "" for piece in pieces]
+        return (stream.step(self._hf, token) or "" for token in self.encode(text))
 
 
 class ScriptBreaksConstraint(ApiError):
@@ -217,6 +246,10 @@ class ScriptedEngine:
         if not isinstance(delay, (int, float)) or delay < 0:
             raise ScriptError(f"{path}: 'token_delay_ms' must be a number >= 0")
         self._delay = delay / 1000
+        check_seconds = script.get("constraint_check_seconds", 1)
+        if not isinstance(check_seconds, (int, float)) or check_seconds <= 0:
+            raise ScriptError(f"{path}: 'constraint_check_seconds' must be a number > 0")
+        self._check_seconds = float(check_seconds)
         self._folder = folder
         self._structured_examples = bool(script.get("structured_output_examples", False))
         self._tokenizer = _Tokenizer(folder)
@@ -268,30 +301,35 @@ class ScriptedEngine:
         return self._default, None
 
     async def generate(self, request: GenerationRequest) -> AsyncIterator[Step | Finish]:
-        prompt_tokens = len(self.encode(request.prompt))
+        prompt_tokens = await asyncio.to_thread(self._tokenizer.count, request.prompt)
         budget = completion_budget(prompt_tokens, self.info.max_seq_len, request.params.max_tokens)
         output, failure = self.answer(request)
         constraint = request.params.constraint
         if self._structured_examples and constraint is not None and constraint.kind in ("json", "json_schema"):
             output, failure = json.dumps(example(constraint.value or {}), ensure_ascii=False), None
         stops = tuple(stop for stop in request.params.stop if isinstance(stop, str) and stop)
-        pieces = self._tokenizer.pieces(output)
         if constraint is not None:
-            self._check(output, pieces, budget, stops, constraint)
-        return self._replay(pieces, budget, stops, prompt_tokens, failure, request.params)
+            await asyncio.to_thread(self._check, output, budget, stops, constraint)
+        return self._replay(self._tokenizer.pieces(output), budget, stops, prompt_tokens, failure,
+                            request.params)
 
-    def _check(self, output: str, pieces: list[str], budget: int, stops: tuple[str, ...],
-               constraint: Constraint) -> None:
+    def _check(self, output: str, budget: int, stops: tuple[str, ...], constraint: Constraint) -> None:
         """The output a job would emit (to its first stop string, within its budget), checked against
-        the request's grammar token by token before anything is sent; it must be complete unless a
-        stop string or the budget cuts it short."""
-        emitted = "".join(pieces[:budget])
+        the request's grammar token by token before anything is sent, within
+        ``constraint_check_seconds``; it must be complete unless a stop string or the budget cuts it."""
+        pieces = self._tokenizer.pieces(output)
+        emitted = "".join(itertools.islice(pieces, budget))
         cut = [at for at in (emitted.find(stop) for stop in stops) if at >= 0]
         if cut:
             emitted = emitted[:min(cut)]
-        complete = not cut and len(pieces) <= budget
+        complete = not cut and next(pieces, None) is None
         grammar = constraint.grammar or compiled(constraint).grammar
-        violation = first_violation(grammar, *self._grammar_view(emitted), complete)
+        try:
+            violation = first_violation(grammar, *self._grammar_view(emitted), complete,
+                                        deadline=time.monotonic() + self._check_seconds)
+        except TimeoutError:
+            raise ScriptedFailure(f"checking the scripted output against the request's grammar took longer than "
+                                  f"{self._check_seconds:g} s (constraint_check_seconds)") from None
         if violation is not None:
             raise _violation_error(self._folder, constraint, emitted, violation)
 
@@ -307,7 +345,7 @@ class ScriptedEngine:
                 pass
         return ll_tokenizer(None), byte_ids(text)
 
-    async def _replay(self, pieces: list[str], budget: int, stops: tuple[str, ...], prompt_tokens: int,
+    async def _replay(self, pieces: Iterator[str], budget: int, stops: tuple[str, ...], prompt_tokens: int,
                       failure: str | None, params: GenerationParams) -> AsyncIterator[Step | Finish]:
         """Scripted tokens are certain: each has log-probability 0, and is its own only alternative."""
         self._active += 1

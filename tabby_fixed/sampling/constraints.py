@@ -32,6 +32,13 @@ def _schema(value: Any, param: str) -> dict[str, Any]:
         jsonschema.Draft202012Validator.check_schema(value)
     except jsonschema.SchemaError as error:
         raise ApiError(400, f"{param} is not a valid JSON schema: {error.message}", param=param) from None
+    try:  # a schema such as {"$ref": "#"} recurses forever on any value; better said now than mid-answer
+        validator = jsonschema.Draft202012Validator(value)
+        for probe in (None, {}, []):
+            validator.is_valid(probe)
+    except RecursionError:
+        raise ApiError(400, f"{param} refers to itself without end (a $ref cycle that reads no part of the value).",
+                       param=param) from None
     return value
 
 

@@ -4,6 +4,8 @@ so a script that breaks the grammar is reported at the first token the grammar r
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -47,12 +49,14 @@ class Violation:
     reason: str
 
 
-def first_violation(grammar: str, tokenizer: llguidance.LLTokenizer, ids: list[int],
-                    complete: bool) -> Violation | None:
+def first_violation(grammar: str, tokenizer: llguidance.LLTokenizer, ids: list[int], complete: bool,
+                    deadline: float = math.inf) -> Violation | None:
     """The first of ``ids`` the grammar refuses, or (when ``complete``) the end of a text the grammar
-    needs more of; None when the text fits."""
+    needs more of; None when the text fits. TimeoutError once ``time.monotonic()`` passes ``deadline``."""
     matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)  # the violation is reported, not logged
     for index, token in enumerate(ids):
+        if index % 256 == 0 and time.monotonic() > deadline:
+            raise TimeoutError
         if not matcher.consume_token(token):
             offset = len(tokenizer.decode_str(ids[:index]))
             return Violation(index, offset, _reason(matcher.get_error()))

@@ -21,9 +21,9 @@ from ..errors import ApiError, not_found
 from ..names import plain_name
 from ..sampling import Preset, list_presets, parse_overrides, preset_dirs
 from .models import LoadedModel, model_folder
-from .requests import RequestBody, parse_body
+from .requests import RequestBody
 from .sse import frame, sse_response
-from .state import read_body, serving
+from .state import read_json, serving
 
 router = APIRouter(tags=["admin"])
 ADMIN = [Depends(require_admin)]
@@ -53,7 +53,7 @@ async def sampler_overrides(request: Request, permission: ApiPermission) -> dict
 
 @router.post("/v1/sampling/override/switch", dependencies=ADMIN)
 async def switch_preset(request: Request) -> dict[str, Any]:
-    body: PresetSwitch = parse_body(await read_body(request), PresetSwitch)
+    body: PresetSwitch = await read_json(request, PresetSwitch)
     if body.preset:
         request.app.state.models.select_preset(body.preset)
     elif body.overrides is not None:
@@ -91,12 +91,12 @@ async def templates(request: Request, permission: ApiPermission) -> dict[str, An
 
 @router.post("/v1/template/switch", dependencies=ADMIN)
 async def switch_template(request: Request) -> dict[str, Any]:
-    body: TemplateSwitch = parse_body(await read_body(request), TemplateSwitch)
+    body: TemplateSwitch = await read_json(request, TemplateSwitch)
     model = await serving(request.app, None, "admin")
     name = plain_name(body.prompt_template_name, "prompt_template_name")
     path = request.app.state.config.resolve("templates") / f"{name}.jinja"
     if not path.is_file():
-        raise not_found(f"No template '{name}': {path} does not exist.", param="prompt_template_name")
+        raise not_found(f"No template '{name}': templates/{name}.jinja does not exist.", param="prompt_template_name")
     chat = dataclasses.replace(model.chat, chat_template=path.read_text(encoding="utf-8"), chat_template_name=name)
     request.app.state.model = dataclasses.replace(model, chat=chat)
     return {"prompt_template": name}
@@ -122,12 +122,12 @@ async def load_model(request: Request) -> Response:
 
     The load runs detached from the request, so a client that disconnects does not abort it.
     """
-    raw = await read_body(request)
-    body: ModelLoad = parse_body(raw, ModelLoad)
+    body: ModelLoad = await read_json(request, ModelLoad)
     if not body.model_name:
         raise ApiError(400, "A model_name is required: the name of a folder in model_dir.", param="model_name")
-    model_folder(request.app.state.config, body.model_name)
+    folder = model_folder(request.app.state.config, body.model_name)
     settings = {k: v for k, v in (body.model_extra or {}).items() if v is not None}
+    request.app.state.models.check_settings(folder, settings)  # a 400 now, not an error event after the unload
     events: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
     loop = asyncio.get_running_loop()
 

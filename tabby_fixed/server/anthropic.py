@@ -35,9 +35,8 @@ from ..reasoning import ReasoningDelta
 from ..toolcalls import ContentDelta, ToolCallArgs, ToolCallBegin, ToolCallEnd
 from .anthropic_models import MessagesRequest, to_chat_request
 from .openai import ChatJob, Done, finish_reason, guarded, stream_settings
-from .requests import parse_body
 from .sse import frame, sse_response
-from .state import read_body, serving
+from .state import read_json, serving
 
 router = APIRouter(prefix="/v1", tags=["anthropic"])
 
@@ -88,7 +87,7 @@ def _tool_id() -> str:
 
 @router.post("/messages")
 async def messages(request: Request, permission: ApiPermission) -> Response:
-    body: MessagesRequest = parse_body(await read_body(request), MessagesRequest)
+    body: MessagesRequest = await read_json(request, MessagesRequest)
     chat = to_chat_request(body)
     job = await ChatJob.start(request, permission, chat)
     message = _Message(f"msg_{uuid.uuid4().hex}", job.model.name, body.stop_sequences or [])
@@ -104,7 +103,7 @@ async def messages(request: Request, permission: ApiPermission) -> Response:
 @router.post("/messages/count_tokens")
 async def count_tokens(request: Request, permission: ApiPermission) -> dict[str, int]:
     """The prompt's tokens as this model's template and tokenizer make them."""
-    body: MessagesRequest = parse_body(await read_body(request), MessagesRequest)
+    body: MessagesRequest = await read_json(request, MessagesRequest)
     chat = to_chat_request(body)
     model = await serving(request.app, chat.model, permission)
     return {"input_tokens": len(model.engine.encode(build_prompt(model.chat, chat)))}

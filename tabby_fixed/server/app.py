@@ -25,7 +25,7 @@ from .. import __version__
 from ..auth import KeyStore
 from ..config import TabbyConfig
 from ..errors import ApiError
-from . import admin, anthropic, openai, responses, tabby
+from . import admin, anthropic, apidoc, openai, responses, tabby
 from .models import ModelManager
 from .prepare import prepare
 from .response_store import ResponseStore
@@ -64,6 +64,7 @@ def create_app(config: TabbyConfig) -> FastAPI:
     app.include_router(tabby.router)
     app.include_router(admin.router)
     _add_error_handlers(app)
+    apidoc.install(app)
     return app
 
 
@@ -82,8 +83,10 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
         message = {404: f"There is no route {request.method} {request.url.path}.",
                    405: f"{request.method} is not allowed on {request.url.path}."}.get(error.status_code, error.detail)
-        return _error(ApiError(error.status_code, str(message), code="not_found" if error.status_code == 404 else None),
-                      request.url.path)
+        response = _error(ApiError(error.status_code, str(message),
+                                   code="not_found" if error.status_code == 404 else None), request.url.path)
+        response.headers.update(error.headers or {})  # 405 names the allowed methods in Allow
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, error: RequestValidationError) -> JSONResponse:

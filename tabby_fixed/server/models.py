@@ -18,10 +18,11 @@ from typing import Any
 from fastapi import FastAPI
 
 from ..chat import ChatModel
-from ..config import TabbyConfig, load_settings, model_overlay
+from ..config import ConfigError, TabbyConfig, load_settings, model_overlay
 from ..engine.base import Engine, EngineUnavailable
 from ..engine.loader import open_engine
 from ..errors import ApiError, not_found
+from ..names import plain_name
 from ..sampling import Preset, load_preset, preset_dirs, read_model_card
 from ..toolcalls import FORMATS, detect_format
 
@@ -42,11 +43,20 @@ class LoadedModel:
 
 
 def model_folder(config: TabbyConfig, name: str, base: str | None = None, param: str = "model_name") -> Path:
-    """``base/name`` (base: model_dir), refused unless it is a folder directly inside base."""
+    """``base/name`` (base: model_dir), refused unless it is a folder directly inside base.
+
+    The error names neither the folder's absolute path nor why the name failed (missing, outside,
+    unreadable, too long), so it tells a client nothing about the server's disk.
+    """
     root = config.resolve(base or config.model.model_dir).resolve()
-    folder = (root / name).resolve() if name and "\x00" not in name else root
-    if folder.parent != root or not folder.is_dir():
-        raise not_found(f"The model '{name}' does not exist in {root}; model names are folder names there.",
+    try:
+        folder = (root / name).resolve() if name and "\x00" not in name else root
+        found = folder.parent == root and folder.is_dir()
+    except (OSError, ValueError):  # a name too long for the file system, say
+        found = False
+    if not found:
+        where = "draft_model_dir" if base else "model_dir"
+        raise not_found(f"The model '{name[:200]}' does not exist; model names are folder names in {where}.",
                         param=param)
     return folder
 
@@ -110,8 +120,22 @@ class ModelManager:
         self._app.state.preset = preset
         return preset
 
+    def check_settings(self, folder: Path, request: dict[str, Any] | None) -> None:
+        """Refuse a load whose settings cannot work with a 400, before anything is unloaded."""
+        try:
+            load_settings(self.config, folder, request)
+        except ConfigError as error:
+            raise ApiError(400, f"Could not load {folder.name}: {error}", code="model_load_failed") from None
+        if request and request.get("prompt_template") is not None:
+            plain_name(request["prompt_template"], "prompt_template")  # a file in templates/, never a path
+        draft = (request or {}).get("draft_model")
+        if isinstance(draft, dict) and draft.get("draft_model_name") is not None:
+            model_folder(self.config, str(draft["draft_model_name"]), self.config.draft_model.draft_model_dir,
+                         param="draft_model.draft_model_name")
+
     async def load(self, name: str, request: dict[str, Any] | None = None, progress: Progress | None = None) -> None:
         folder = model_folder(self.config, name)
+        self.check_settings(folder, request)
         async with self._lock:
             current: LoadedModel | None = self._app.state.model
             if current is not None and current.folder == folder:

@@ -23,6 +23,7 @@ from fastapi.responses import JSONResponse, Response
 
 from ..auth import ApiPermission
 from ..chat import build_prompt, chat_constraint, last_user_text, output_parser, transcript
+from ..config import NetworkConfig
 from ..engine.base import Finish, GenerationParams, GenerationRequest, Step, TokenLogprob
 from ..errors import ApiError
 from ..output import ChatOutput, OutputEvent, OutputParser
@@ -31,9 +32,9 @@ from ..sampling import resolve
 from ..sampling.constraints import compiled, constraint_for
 from ..toolcalls import ContentDelta, ToolCallArgs, ToolCallBegin
 from .models import LoadedModel
-from .requests import ChatCompletionRequest, CompletionRequest, GenerationFields, parse_body
+from .requests import ChatCompletionRequest, CompletionRequest, GenerationFields
 from .sse import DONE, frame, ping, run_jobs, sse_response
-from .state import read_body, serving
+from .state import read_json, serving, unless_disconnected
 
 router = APIRouter(prefix="/v1", tags=["openai"])
 logger = logging.getLogger(__name__)
@@ -51,11 +52,23 @@ def _generation(app: FastAPI, model: LoadedModel, fields: GenerationFields) -> t
                if name not in model.engine.sampler_fields]
     if ignored:
         logger.debug("the %s engine does not apply: %s", type(model.engine).__name__, ", ".join(ignored))
+    _check_stops(values["stop"] or (), app.state.config.network)
     top_logprobs = values["top_logprobs"] or (values["logprobs"] if values["logprobs"] > 1 else 0)
     params = GenerationParams(max_tokens=values["max_tokens"], stop=tuple(values["stop"] or ()), sampler=values,
                               constraint=constraint_for(fields.response_format, values),
                               top_logprobs=top_logprobs if values["logprobs"] or values["top_logprobs"] else None)
     return params, effective.summary()
+
+
+def _check_stops(stops: list[str | int], network: NetworkConfig) -> None:
+    """Stop strings are matched against every token, so their number and length are bounded."""
+    if len(stops) > network.max_stop_strings:
+        raise ApiError(400, f"This request has {len(stops)} stop strings; the server takes at most "
+                            f"{network.max_stop_strings} (network.max_stop_strings).", param="stop")
+    longest = max((len(stop) for stop in stops if isinstance(stop, str)), default=0)
+    if longest > network.max_stop_string_chars:
+        raise ApiError(400, f"A stop string is {longest} characters long; the server takes at most "
+                            f"{network.max_stop_string_chars} (network.max_stop_string_chars).", param="stop")
 
 
 def _logprob_entries(logprobs: list[TokenLogprob]) -> list[dict[str, Any]]:
@@ -105,19 +118,25 @@ def _call_id() -> str:
 class _Choices:
     """The jobs of one request, started together; the context check happens at the start, before any reply."""
 
-    def __init__(self, jobs: list[AsyncIterator[Step | Finish]]) -> None:
+    def __init__(self, jobs: list[AsyncIterator[Step | Finish]], max_queued: int) -> None:
         self.jobs = jobs
         self.finishes: list[Finish | None] = [None] * len(jobs)
+        self.max_queued = max_queued
 
     @classmethod
-    async def start(cls, model: LoadedModel, prompts: list[str], params: GenerationParams,
+    async def start(cls, request: Request, model: LoadedModel, prompts: list[str], params: GenerationParams,
                     last_user: list[str], transcript: tuple[tuple[str, str], ...] = ()) -> _Choices:
+        limit = request.app.state.config.network.max_jobs_per_request
+        if len(prompts) > limit:
+            raise ApiError(400, f"This request asks for {len(prompts)} generations (prompts times n); the server "
+                                f"starts at most {limit} per request (network.max_jobs_per_request).", param="n")
         return cls([await model.engine.generate(GenerationRequest(prompt, params, user, transcript))
-                    for prompt, user in zip(prompts, last_user, strict=True)])
+                    for prompt, user in zip(prompts, last_user, strict=True)],
+                   request.app.state.config.network.max_queued_steps)
 
     async def steps(self, ping_interval: float = 0) -> AsyncIterator[list[tuple[int, Step | Finish]] | None]:
         """Steps of every job in batches of what has arrived; None for a ping when the engine is silent."""
-        async for batch in run_jobs(self.jobs, ping_interval):
+        async for batch in run_jobs(self.jobs, ping_interval, self.max_queued):
             for index, item in batch or ():
                 if isinstance(item, Finish):
                     self.finishes[index] = item
@@ -171,6 +190,7 @@ class ChatJob:
     """A chat request's jobs, started: what every chat-shaped route (chat completions, Anthropic
     messages, OpenAI responses) answers from; each route only maps the result to its wire shape."""
 
+    request: Request  # a whole (non-streamed) answer stops when its client disconnects
     model: LoadedModel
     params: GenerationParams
     headers: dict[str, str]  # x-sampler-source
@@ -186,14 +206,14 @@ class ChatJob:
         params, sources = _generation(request.app, model, chat)
         params = dataclasses.replace(params, constraint=chat_constraint(
             model.chat, chat, prompt, params.constraint, model.engine.info.added_tokens))
-        choices = await _Choices.start(model, [prompt] * chat.n, params, [last_user_text(chat)] * chat.n,
+        choices = await _Choices.start(request, model, [prompt] * chat.n, params, [last_user_text(chat)] * chat.n,
                                        transcript(chat))
         parsers = [output_parser(model.chat, chat, prompt) for _ in range(chat.n)]
-        return cls(model, params, {"x-sampler-source": sources}, choices, parsers)
+        return cls(request, model, params, {"x-sampler-source": sources}, choices, parsers)
 
     async def outputs(self) -> tuple[list[ChatOutput], list[list[TokenLogprob]]]:
         """Every choice run to its end and parsed whole (the same result as streaming it, by construction)."""
-        texts, logprobs = await self.choices.collect()
+        texts, logprobs = await unless_disconnected(self.request, self.choices.collect())
         outputs = []
         for parser, text in zip(self.parsers, texts, strict=True):
             parser.feed(text)
@@ -204,7 +224,7 @@ class ChatJob:
     async def whole(self) -> tuple[list[OutputEvent], Done]:
         """The first choice run to its end: its output events, as one batch, and ``Done``. For the
         routes that build their answer from events either way, so both ways give the same answer."""
-        texts, _ = await self.choices.collect()
+        texts, _ = await unless_disconnected(self.request, self.choices.collect())
         parser = self.parsers[0]
         events = parser.feed(texts[0]) + parser.close()
         return events, Done(self.choices.done()[0], parser.result())
@@ -234,7 +254,7 @@ class Done:
 
 @router.post("/chat/completions")
 async def chat_completions(request: Request, permission: ApiPermission) -> Response:
-    chat: ChatCompletionRequest = parse_body(await read_body(request), ChatCompletionRequest)
+    chat: ChatCompletionRequest = await read_json(request, ChatCompletionRequest)
     job = await ChatJob.start(request, permission, chat)
     reply = _Reply("chatcmpl", job.model.name)
     if (streaming := stream_settings(request, chat)) is not None:
@@ -334,18 +354,18 @@ async def _stream_chat(reply: _Reply, choices: _Choices, parsers: list[OutputPar
 
 @router.post("/completions")
 async def completions(request: Request, permission: ApiPermission) -> Response:
-    completion: CompletionRequest = parse_body(await read_body(request), CompletionRequest)
+    completion: CompletionRequest = await read_json(request, CompletionRequest)
     model = await serving(request.app, completion.model, permission)
     prompts = [p for p in completion.prompts for _ in range(completion.n)]
     params, sources = _generation(request.app, model, completion)
     if params.constraint is not None:
         params = dataclasses.replace(params, constraint=compiled(params.constraint))
-    choices = await _Choices.start(model, prompts, params, prompts)
+    choices = await _Choices.start(request, model, prompts, params, prompts)
     reply = _Reply("cmpl", model.name)
     headers = {"x-sampler-source": sources}
     if (streaming := stream_settings(request, completion)) is not None:
         return sse_response(guarded(_stream_text(reply, choices, *streaming)), headers)
-    texts, logprobs = await choices.collect()
+    texts, logprobs = await unless_disconnected(request, choices.collect())
     finishes = choices.done()
     wanted = params.top_logprobs is not None
     return JSONResponse(headers=headers, content={

@@ -58,6 +58,8 @@ async def prepare(app: FastAPI) -> None:
     try:
         await app.state.models.load(name)
     except ApiError as error:
-        raise StartupError(f"cannot load model.model_name {name!r}: {error.message}") from error
+        # The operator reads this, not an API client: name the folder searched (404 bodies do not).
+        where = config.resolve(config.model.model_dir)
+        raise StartupError(f"cannot load model.model_name {name!r} from {where}: {error.message}") from error
     except Exception as error:  # an engine failure (CUDA out of memory, a broken file): one line, --debug for more
         raise StartupError(f"loading model.model_name {name!r} failed: {type(error).__name__}: {error}") from error

@@ -8,6 +8,7 @@ aliases, live in ``sampling/fields.py``.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -125,6 +126,13 @@ class ChatCompletionRequest(GenerationFields):
 class CompletionRequest(GenerationFields):
     prompt: str | list[str]
 
+    @field_validator("prompt")
+    @classmethod
+    def _some_prompt(cls, value: str | list[str]) -> str | list[str]:
+        if isinstance(value, list) and not value:
+            raise ValueError("give at least one prompt")
+        return value
+
     @property
     def prompts(self) -> list[str]:
         return [self.prompt] if isinstance(self.prompt, str) else list(self.prompt)
@@ -146,7 +154,12 @@ class DecodeRequest(RequestBody):
     decode_special_tokens: bool = True
 
 
-def parse_body(raw: bytes, model: type[RequestBody]) -> Any:
+#: ``network.max_json_depth``'s default, for callers without the config at hand.
+MAX_JSON_DEPTH = 100
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def parse_body(raw: bytes, model: type[RequestBody], max_depth: int = MAX_JSON_DEPTH) -> Any:
     """A request body as the given model; malformed JSON and wrong fields become a 400 naming the spot."""
     try:
         data = json.loads(raw)
@@ -155,8 +168,11 @@ def parse_body(raw: bytes, model: type[RequestBody]) -> Any:
     except json.JSONDecodeError as error:
         raise ApiError(400, f"The request body is not valid JSON: {error.msg} at line {error.lineno}, "
                             f"column {error.colno}.", code="invalid_json") from None
+    except RecursionError:
+        raise _too_deep(max_depth) from None
     if not isinstance(data, dict):
         raise ApiError(400, "The request body must be a JSON object.", code="invalid_json")
+    _check_values(data, max_depth)
     return validated(data, model)
 
 
@@ -169,3 +185,39 @@ def validated(data: dict[str, Any], model: type[RequestBody]) -> Any:
         where = ".".join(str(part) for part in first["loc"]) or "body"
         more = f" (and {error.error_count() - 1} more problems)" if error.error_count() > 1 else ""
         raise ApiError(400, f"Invalid request: {where}: {first['msg']}{more}.", param=where) from None
+
+
+def _check_values(data: Any, max_depth: int) -> None:
+    """Refuse what would fail later, deep inside: nesting past ``max_depth`` (templates, schemas and
+    encoders recurse) and lone surrogates (``"\\ud800"`` decodes, but no UTF-8 encoder takes it)."""
+    pending: list[tuple[Any, int, tuple[Any, ...]]] = [(data, 1, ())]
+    while pending:
+        value, depth, where = pending.pop()
+        if isinstance(value, str):
+            if _SURROGATE.search(value):
+                _lone_surrogate(where)
+            continue
+        if not isinstance(value, (dict, list)):
+            continue
+        if depth > max_depth:
+            raise _too_deep(max_depth, where)
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            if isinstance(key, str) and _SURROGATE.search(key):
+                _lone_surrogate((*where, key))
+            pending.append((item, depth + 1, (*where, key)))
+
+
+def _spot(where: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in where) or "body"
+
+
+def _too_deep(max_depth: int, where: tuple[Any, ...] = ()) -> ApiError:
+    return ApiError(400, f"The request body nests arrays and objects deeper than {max_depth} levels"
+                         f"{' at ' + _spot(where) if where else ''} (network.max_json_depth).",
+                    code="invalid_json", param=_spot(where) if where else None)
+
+
+def _lone_surrogate(where: tuple[Any, ...]) -> None:
+    raise ApiError(400, f"Invalid request: {_spot(where)}: contains a lone UTF-16 surrogate (such as \\ud800), "
+                        f"which is not text.", param=_spot(where))

@@ -34,11 +34,10 @@ from ..output import BlockText, OutputEvent
 from ..reasoning import ReasoningDelta
 from ..toolcalls import ContentDelta, ToolCallArgs, ToolCallBegin, ToolCallEnd
 from .openai import ChatJob, Done, finish_reason, guarded, stream_settings
-from .requests import parse_body
 from .response_store import ResponseStore
 from .responses_models import InputItem, ResponsesRequest, to_chat_request
 from .sse import frame, ping, sse_response
-from .state import read_body
+from .state import read_json
 
 router = APIRouter(prefix="/v1", tags=["responses"])
 
@@ -101,7 +100,7 @@ class _Response:
 
 @router.post("/responses")
 async def create(request: Request, permission: ApiPermission) -> Response:
-    body: ResponsesRequest = parse_body(await read_body(request), ResponsesRequest)
+    body: ResponsesRequest = await read_json(request, ResponsesRequest)
     history: list[dict[str, Any]] = []
     if body.previous_response_id is not None:
         stored = _store(request).get(body.previous_response_id)

@@ -5,6 +5,10 @@ them). While the engine is silent (a long prefill), a comment line ``: ping - <t
 every ``sse_ping_interval`` seconds so proxies and clients with idle timeouts keep the
 connection. When the client goes away, Starlette cancels the response's iterator; the
 ``finally`` blocks below close the engine iterators, which cancels their jobs.
+
+A client that stays connected but reads slower than the model writes (or not at all) holds the
+response's writes; then at most ``max_queued`` steps wait here, and the jobs are not read any
+further until the client catches up, so a stalled client costs a bounded amount of memory.
 """
 
 from __future__ import annotations
@@ -35,26 +39,28 @@ def sse_response(body: AsyncIterator[bytes], headers: dict[str, str] | None = No
     return StreamingResponse(body, media_type="text/event-stream", headers={**SSE_HEADERS, **(headers or {})})
 
 
-async def run_jobs(iterators: list[AsyncIterator[T]],
-                   ping_interval: float) -> AsyncIterator[list[tuple[int, T]] | None]:
+async def run_jobs(iterators: list[AsyncIterator[T]], ping_interval: float,
+                   max_queued: int = 256) -> AsyncIterator[list[tuple[int, T]] | None]:
     """Items of several jobs, tagged with the job's position, in batches of what has arrived;
     None when ``ping_interval`` seconds pass without any (0: never).
 
-    Each job drains into one queue from its own task. Whatever is waiting in the queue is taken
-    at once, so a burst of tokens leaves in one write, and a timer is set only when the queue is
-    empty. An error in any job is raised here; closing this iterator cancels every job.
+    Each job drains into one queue from its own task; the queue holds at most ``max_queued``
+    items, and a job's task waits (reading nothing more from its job) while it is full.
+    Whatever is waiting in the queue is taken at once, so a burst of tokens leaves in one write,
+    and a timer is set only when the queue is empty. An error in any job is raised here; closing
+    this iterator cancels every job.
     """
-    queue: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
+    queue: asyncio.Queue[tuple[int, Any]] = asyncio.Queue(max(max_queued, 1))
     finished = object()
 
     async def drain(index: int, iterator: AsyncIterator[T]) -> None:
         try:
             async for item in iterator:
-                queue.put_nowait((index, item))
+                await queue.put((index, item))
         except Exception as error:  # handed to the consumer, which raises it
-            queue.put_nowait((index, error))
-        finally:
-            queue.put_nowait((index, finished))
+            await queue.put((index, error))
+            return
+        await queue.put((index, finished))
 
     tasks = [asyncio.ensure_future(drain(i, it)) for i, it in enumerate(iterators)]
     try:

@@ -14,8 +14,8 @@ from ..chat import template_messages
 from ..errors import ApiError
 from ..templating import ChatTemplateError, render_chat
 from .models import LoadedModel
-from .requests import DecodeRequest, EncodeRequest, parse_body
-from .state import read_body, serving
+from .requests import DecodeRequest, EncodeRequest
+from .state import read_json, serving
 
 router = APIRouter(tags=["tabby"])
 
@@ -89,7 +89,7 @@ async def props(request: Request, permission: ApiPermission) -> dict[str, Any]:
 
 @router.post("/v1/token/encode")
 async def encode(request: Request, permission: ApiPermission) -> dict[str, Any]:
-    body: EncodeRequest = parse_body(await read_body(request), EncodeRequest)
+    body: EncodeRequest = await read_json(request, EncodeRequest)
     model = await serving(request.app, None, permission)
     text = body.text
     if not isinstance(text, str):
@@ -106,6 +106,6 @@ async def encode(request: Request, permission: ApiPermission) -> dict[str, Any]:
 
 @router.post("/v1/token/decode")
 async def decode(request: Request, permission: ApiPermission) -> dict[str, str]:
-    body: DecodeRequest = parse_body(await read_body(request), DecodeRequest)
+    body: DecodeRequest = await read_json(request, DecodeRequest)
     model = await serving(request.app, None, permission)
     return {"text": model.engine.decode(body.tokens, special_tokens=body.decode_special_tokens)}

@@ -31,7 +31,7 @@ from .events import (
 )
 from .formats import CallFormat, get_format
 from .formats.base import JsonOpened, Opened, ParamOpened
-from .scanner import NEED, scan, skip_space, starts
+from .scanner import HEADER_LIMIT, NEED, scan, skip_space, starts
 from .schema import (
     Kind,
     ToolSchemas,
@@ -43,6 +43,9 @@ from .schema import (
 
 #: Whitespace after a value's closing tag waited through before the tag is taken as the end.
 _CLOSE_LOOKAHEAD = 256
+#: Text a format is shown when asked about a tag: a tag (headers, the whitespace around them)
+#: longer than this is not a tag. It keeps every question about the front of the buffer bounded.
+_WINDOW = 8 * HEADER_LIMIT
 
 
 class _State(Enum):
@@ -87,6 +90,12 @@ class _JsonEnd:
 
     The text grows as a list of pieces, each scanned once, so a long call costs time linear in
     its length; it is joined only when the object is complete (or generation ends).
+
+    A ``<`` or ``\\`` outside a string can be in no JSON object, so the candidate is ``broken``
+    there and its scan stops. Every start marker begins with ``<``, so a candidate never scans
+    past a later one unless that one sits inside the candidate's string, and then the two read
+    the text in opposite string states until one of them breaks: each character is scanned by
+    at most a few candidates, and ``<tool_call>{`` repeated costs linear time, not quadratic.
     """
 
     def __init__(self, text: str, start: int) -> None:
@@ -98,6 +107,7 @@ class _JsonEnd:
         self._depth = 0
         self._in_string = False
         self._escaped = False
+        self.broken = False
 
     def add(self, delta: str) -> None:
         self._pieces.append(delta)
@@ -115,6 +125,8 @@ class _JsonEnd:
             for local in range(self._position - self._offset, len(piece)):
                 if self._step(piece[local]):
                     return self._offset + local + 1
+                if self.broken:
+                    return None
             self._offset += len(piece)
             self._position = self._offset
             self._unscanned += 1
@@ -131,6 +143,8 @@ class _JsonEnd:
                 self._in_string = False
         elif char == '"':
             self._in_string = True
+        elif char in "<\\":
+            self.broken = True
         elif char in "{[":
             self._depth += 1
         elif char in "}]":
@@ -154,7 +168,8 @@ class ToolCallStream:
     def __init__(self, call_format: CallFormat, schemas: ToolSchemas) -> None:
         self._format = call_format
         self._schemas = schemas
-        self._buffer = ""  # text fed but not yet decided
+        self._buffer = ""  # text fed; what is before _pos is decided
+        self._pos = 0  # taking text moves this instead of copying the rest of the buffer
         self._state = _State.TEXT
         self._calls: list[_Call] = []
         self._call: _Call | None = None  # the call being read
@@ -162,6 +177,7 @@ class ToolCallStream:
         self._json: _JsonEnd | None = None  # the JSON-bodied call being read
         self._content: list[str] = []
         self._events: list[Event] = []
+        self._parts: list[list[str]] = []  # per event, the pieces merged into it (joined once, in _flush)
         self._closed = False
         self._steps = {
             _State.TEXT: self._step_text,
@@ -176,15 +192,16 @@ class ToolCallStream:
             raise RuntimeError("feed() after close()")
         if self._json is not None:  # a JSON body grows without rebuilding the buffer
             self._json.add(delta)
-        else:
-            self._buffer += delta
-        return self._run(final=False)
+        else:  # what is undecided is bounded, so this copy is too
+            self._buffer, self._pos = self._buffer[self._pos:] + delta, 0
+        self._run(final=False)
+        return self._flush()
 
     def close(self) -> list[Event]:
         """End of generation: release what was held; a call still open was cut off."""
         if self._closed:
             return []
-        events = self._run(final=True)
+        self._run(final=True)
         call = self._call
         if call is not None:
             if self._param is not None and self._param.held_newline:
@@ -192,7 +209,7 @@ class ToolCallStream:
             self._emit(ToolCallEnd(call.index))
             self._call = None
         self._closed = True
-        return events
+        return self._flush()
 
     @property
     def result(self) -> ParseResult:
@@ -203,26 +220,32 @@ class ToolCallStream:
 
     # -- driving ------------------------------------------------------------------------------
 
-    def _run(self, final: bool) -> list[Event]:
-        self._events = []
+    def _run(self, final: bool) -> None:
         while self._steps[self._state](final):
             pass
-        return self._events
 
     def _take(self, size: int) -> str:
-        piece, self._buffer = self._buffer[:size], self._buffer[size:]
+        piece = self._buffer[self._pos:self._pos + size]
+        self._pos += len(piece)
         return piece
 
+    def _ask(self, question: Any, final: bool, *args: Any, at: int = 0) -> Any:
+        """A format's answer about the text at ``_pos + at``, shown at most ``_WINDOW`` characters
+        of it: past the window the text counts as ended, so the answer cannot be NEED."""
+        start = self._pos + at
+        window = self._buffer[start:start + _WINDOW]
+        return question(window, final or start + _WINDOW < len(self._buffer), *args)
+
     def _step_text(self, final: bool) -> bool:
-        size, marker = scan(self._buffer, self._format.start_markers, final)
+        size, marker = scan(self._buffer, self._format.start_markers, final, self._pos)
         self._to_content(self._take(size))
         if marker is None:
             return False
-        answer = self._format.open_call(self._buffer, final, self._schemas)
+        answer = self._ask(self._format.open_call, final, self._schemas)
         if answer is NEED:
             return False
         if isinstance(answer, JsonOpened):
-            self._json = _JsonEnd(self._buffer, answer.length)
+            self._json = _JsonEnd(self._buffer, self._pos + answer.length)
             self._state = _State.JSON
         elif isinstance(answer, Opened):
             self._begin_call(answer)
@@ -233,7 +256,7 @@ class ToolCallStream:
     def _step_json(self, final: bool) -> bool:
         assert self._json is not None
         end = self._json.end()
-        if end is None and not final:
+        if end is None and not final and not self._json.broken:
             return False
         self._buffer = self._json.text()
         decoded = None
@@ -249,18 +272,18 @@ class ToolCallStream:
             self._to_content(self._take(1))
             return True
         name, arguments = decoded
-        self._begin_call(Opened(name, end, wrapped=True))  # type: ignore[arg-type]
+        self._begin_call(Opened(name, end - self._pos, wrapped=True))  # type: ignore[operator]
         for key, value in arguments.items():
             self._add_argument(key, value)
         self._close_call(_State.BETWEEN)
         return True
 
     def _step_body(self, final: bool) -> bool:
-        self._to_call(self._take(skip_space(self._buffer, 0)))
-        if not self._buffer:
+        self._to_call(self._take(skip_space(self._buffer, self._pos) - self._pos))
+        if self._pos == len(self._buffer):
             return False
         for closer in self._format.closers:
-            found = starts(self._buffer, 0, closer, final)
+            found = starts(self._buffer, self._pos, closer, final)
             if found is NEED:
                 return False
             if found:
@@ -268,20 +291,20 @@ class ToolCallStream:
                 between = closer == self._format.call_close != self._format.wrapper_close
                 self._close_call(_State.BETWEEN if between else _State.TEXT)
                 return True
-        answer = self._format.open_param(self._buffer, final) if self._buffer[0] == "<" else None
+        answer = self._ask(self._format.open_param, final) if self._buffer[self._pos] == "<" else None
         if answer is NEED:
             return False
         if isinstance(answer, ParamOpened):
             self._open_param(answer)
         else:
-            stray = self._buffer.find("<", 1)
-            self._to_call(self._take(stray if stray > 0 else len(self._buffer)))
+            stray = self._buffer.find("<", self._pos + 1)
+            self._to_call(self._take((stray if stray > 0 else len(self._buffer)) - self._pos))
         return True
 
     def _step_value(self, final: bool) -> bool:
         assert self._param is not None
         close_tag = self._param.close_tag
-        size, marker = scan(self._buffer, (close_tag, *self._param.ends_before), final)
+        size, marker = scan(self._buffer, (close_tag, *self._param.ends_before), final, self._pos)
         self._value_text(self._take(size))
         if marker is None:
             return False
@@ -302,8 +325,8 @@ class ToolCallStream:
 
     def _closes_value(self, tag_size: int, final: bool) -> Any:
         """A value's closing tag ends it only when a parameter or the call's end follows."""
-        after = skip_space(self._buffer, tag_size)
-        if after - tag_size > _CLOSE_LOOKAHEAD or (after == len(self._buffer) and final):
+        after = skip_space(self._buffer, self._pos + tag_size, _CLOSE_LOOKAHEAD + 1)
+        if after - self._pos - tag_size > _CLOSE_LOOKAHEAD or (after == len(self._buffer) and final):
             return True
         if after == len(self._buffer):
             return NEED
@@ -311,7 +334,10 @@ class ToolCallStream:
         return True if True in answers else NEED if NEED in answers else False
 
     def _step_between(self, final: bool) -> bool:
-        after = skip_space(self._buffer, 0)
+        after = skip_space(self._buffer, self._pos, _WINDOW + 1)
+        if after - self._pos > _WINDOW:  # not waited through: it is content
+            self._state = _State.TEXT
+            return True
         if after == len(self._buffer):
             if final:
                 self._state = _State.TEXT
@@ -322,15 +348,15 @@ class ToolCallStream:
         if found is NEED:
             return False
         if found:
-            self._calls[-1].raw_parts.append(self._take(after + len(closer)))
+            self._calls[-1].raw_parts.append(self._take(after - self._pos + len(closer)))
             self._state = _State.TEXT
             return True
         if self._calls[-1].wrapped:
-            answer = self._format.open_next_call(self._buffer[after:], final)
+            answer = self._ask(self._format.open_next_call, final, at=after - self._pos)
             if answer is NEED:
                 return False
             if isinstance(answer, Opened):
-                self._begin_call(answer, leading=self._take(after))
+                self._begin_call(answer, leading=self._take(after - self._pos))
                 return True
         self._state = _State.TEXT
         return True
@@ -450,14 +476,28 @@ class ToolCallStream:
         self._emit(ToolCallArgs(call.index, fragment))
 
     def _emit(self, event: Event) -> None:
+        """Consecutive content, or arguments of one call, become one event: their pieces are
+        collected here and joined once in ``_flush``, not re-concatenated at every piece."""
         last = self._events[-1] if self._events else None
         if isinstance(event, ContentDelta) and isinstance(last, ContentDelta):
-            self._events[-1] = ContentDelta(last.text + event.text)
+            self._parts[-1].append(event.text)
         elif isinstance(event, ToolCallArgs) and isinstance(last, ToolCallArgs) \
                 and last.index == event.index:
-            self._events[-1] = ToolCallArgs(event.index, last.fragment + event.fragment)
+            self._parts[-1].append(event.fragment)
         else:
             self._events.append(event)
+            self._parts.append([])
+
+    def _flush(self) -> list[Event]:
+        events = []
+        for event, parts in zip(self._events, self._parts, strict=True):
+            if isinstance(event, ContentDelta) and parts:
+                event = ContentDelta(event.text + "".join(parts))
+            elif isinstance(event, ToolCallArgs) and parts:
+                event = ToolCallArgs(event.index, event.fragment + "".join(parts))
+            events.append(event)
+        self._events, self._parts = [], []
+        return events
 
 
 class ToolCallParser:

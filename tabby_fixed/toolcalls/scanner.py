@@ -13,6 +13,7 @@ None (definitely not this tag).
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Final
 
@@ -41,31 +42,50 @@ _NOT_IN_NAMES = re.compile(r"[\s<>{}\[\]()]")
 
 
 def partial_suffix(text: str, markers: tuple[str, ...]) -> int:
-    """Length of the longest suffix of text that is a proper prefix of one of the markers."""
+    """Length of the longest suffix of text that is a proper prefix of one of the markers.
+
+    Only sizes whose last marker character is text's last character are compared, so a long
+    marker (a stop string) costs little on text that does not end like it.
+    """
     longest = 0
+    if not text:
+        return 0
+    last = text[-1]
     for marker in markers:
-        for size in range(min(len(marker) - 1, len(text)), longest, -1):
-            if text.endswith(marker[:size]):
-                longest = size
+        at = marker.rfind(last, 0, min(len(marker) - 1, len(text)))
+        while at >= longest:  # a prefix of at + 1 characters ends with last
+            if text.endswith(marker[:at + 1]):
+                longest = at + 1
                 break
+            at = marker.rfind(last, 0, at)
     return longest
 
 
-def scan(text: str, markers: tuple[str, ...], final: bool) -> tuple[int, str | None]:
-    """Where the first marker starts, or how much text is safe to release.
+def scan(text: str, markers: tuple[str, ...], final: bool, start: int = 0) -> tuple[int, str | None]:
+    """Where the first marker starts, or how much text is safe to release, from ``start`` on.
 
-    Returns ``(n, marker)``: ``text[:n]`` holds no marker and cannot begin one; when marker is not
-    None it starts at ``n``.
+    Returns ``(n, marker)``: ``text[start:start + n]`` holds no marker and cannot begin one; when
+    marker is not None it starts at ``start + n``. One pass finds the earliest of all markers, so
+    a marker that is far away (or absent) is not searched for again at every step.
     """
-    first = -1
-    found = None
-    for marker in markers:
-        at = text.find(marker, 0, first + len(marker) if first >= 0 else len(text))
-        if at >= 0 and (first < 0 or at < first):
-            first, found = at, marker
+    found = _alternation(markers).search(text, start) if markers else None
     if found is not None:
-        return first, found
-    return (len(text) if final else len(text) - partial_suffix(text, markers)), None
+        return found.start() - start, found.group()
+    rest = len(text) - start
+    if final or not markers:
+        return rest, None
+    return rest - partial_suffix(text[max(start, len(text) - _longest(markers)):], markers), None
+
+
+@functools.lru_cache(maxsize=64)
+def _alternation(markers: tuple[str, ...]) -> re.Pattern[str]:
+    """The markers as one pattern; at one position the earlier marker in the tuple wins."""
+    return re.compile("|".join(re.escape(marker) for marker in markers))
+
+
+@functools.lru_cache(maxsize=64)
+def _longest(markers: tuple[str, ...]) -> int:
+    return max(len(marker) for marker in markers)
 
 
 def starts(text: str, start: int, marker: str, final: bool) -> bool | _Need:
@@ -76,8 +96,10 @@ def starts(text: str, start: int, marker: str, final: bool) -> bool | _Need:
     return NEED if not final and marker.startswith(piece) and len(piece) < len(marker) else False
 
 
-def skip_space(text: str, start: int) -> int:
-    while start < len(text) and text[start].isspace():
+def skip_space(text: str, start: int, limit: int | None = None) -> int:
+    """Index of the first non-space at or after start, looking at most ``limit`` characters."""
+    end = len(text) if limit is None else min(len(text), start + limit)
+    while start < end and text[start].isspace():
         start += 1
     return start
 

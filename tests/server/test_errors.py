@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.server.conftest import API_KEY, serve
+from tests.server.conftest import ADMIN_KEY, API_KEY, serve
 
 USER = [{"role": "user", "content": "RAW:hello"}]
 
@@ -95,13 +95,22 @@ def test_body_over_the_limit(workspace):
         assert httpx.post(url, headers=headers, json={"messages": USER}).status_code == 200
 
 
-@pytest.mark.parametrize("name", ["no-such-model", "../models", "../../etc", "/etc"])
+@pytest.mark.parametrize("name", ["no-such-model", "../models", "../../etc", "/etc", "x" * 5000])
 def test_unknown_model_with_inline_loading(workspace, name):
     for server in serve(workspace, "tester", "--inline-model-loading", "true"):
-        response = httpx.post(server.v1 + "/chat/completions", headers={"authorization": f"Bearer {API_KEY}"},
+        response = httpx.post(server.v1 + "/chat/completions", headers={"authorization": f"Bearer {ADMIN_KEY}"},
                               json={"model": name, "messages": USER})
         error = error_of(response, 404)
-        assert name in error["message"] and error["param"] == "model"
+        assert name[:200] in error["message"] and error["param"] == "model"
+        assert str(workspace) not in error["message"]  # nothing about the server's disk
+
+
+def test_api_keys_cannot_probe_which_model_folders_exist(workspace):
+    for server in serve(workspace, "tester", "--inline-model-loading", "true"):
+        for name in ("slow", "no-such-model"):  # one exists, one does not: the same answer
+            response = httpx.post(server.v1 + "/chat/completions", headers={"authorization": f"Bearer {API_KEY}"},
+                                  json={"model": name, "messages": USER})
+            assert "admin key" in error_of(response, 401)["message"]
 
 
 def test_any_model_name_is_served_without_inline_loading(http: httpx.Client):

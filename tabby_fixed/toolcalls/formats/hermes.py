@@ -13,12 +13,11 @@ A string parameter that arrived as a JSON number or boolean gets its text.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from ..scanner import NEED, skip_space, starts, unquote, valid_name
-from ..schema import ToolSchemas, conform_json_arguments
+from ..schema import ToolSchemas, conform_json_arguments, loads_json
 from .base import Answer, CallFormat, CallSyntax, JsonOpened
 
 
@@ -44,10 +43,10 @@ class Hermes(CallFormat):
             return None
         name = unquote(body["name"])
         arguments = body.get("arguments", body.get("parameters", {}))
-        if isinstance(arguments, str):
+        if isinstance(arguments, str):  # as strictly as the object itself: no NaN, bounded depth
             try:
-                arguments = json.loads(arguments)
-            except ValueError:
+                arguments = loads_json(arguments)
+            except (ValueError, RecursionError):
                 return None
         if not valid_name(name) or not isinstance(arguments, Mapping):
             return None
