@@ -99,3 +99,23 @@ def test_langchain_structured_output_by_function_calling(server, strict):
         assert answer == Forecast(city="Paris", days=3)
         with pytest.raises(openai.UnprocessableEntityError):  # a script answering in prose breaks the forced call
             structured.invoke("RAW:It will rain.")
+
+
+def test_anthropic_and_responses_choices_are_enforced_too(server):
+    """Anthropic ``any`` and ``disable_parallel_tool_use``, Responses ``required``: the same grammar."""
+    import anthropic
+
+    tools = [{"name": t["function"]["name"], "input_schema": t["function"]["parameters"]} for t in TOOLS]
+    first = call("edit", ("path", "a.py"))
+    two = first + "\n" + call("edit", ("path", "b.py"))
+    with anthropic.Anthropic(base_url=server.url, api_key=API_KEY, max_retries=0, timeout=30) as claude:
+        with pytest.raises(anthropic.UnprocessableEntityError):
+            claude.messages.create(model="tester", max_tokens=200, messages=ask("Just prose."), tools=tools,
+                                   tool_choice={"type": "any"})
+        with pytest.raises(anthropic.UnprocessableEntityError, match=f"at character {len(first)} "):
+            claude.messages.create(model="tester", max_tokens=200, messages=ask(two), tools=tools,
+                                   tool_choice={"type": "auto", "disable_parallel_tool_use": True})
+    functions = [{"type": "function", **t["function"]} for t in TOOLS]
+    with openai.OpenAI(base_url=server.v1, api_key=API_KEY, max_retries=0, timeout=30) as client, \
+            pytest.raises(openai.UnprocessableEntityError):
+        client.responses.create(model="tester", input="RAW:Just prose.", tools=functions, tool_choice="required")
