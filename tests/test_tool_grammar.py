@@ -20,10 +20,12 @@ from tabby_fixed.sampling.tool_grammar import tool_call_grammar
 from tabby_fixed.toolcalls import ToolCallParser
 from tabby_fixed.toolcalls.conformance import CASES, TOOLS
 from tabby_fixed.toolcalls.formats import get_format
+from tabby_fixed.toolcalls.formats.base import CallSyntax
 
 FORMATS = ["qwen3_coder", "glm4_5", "minimax_m2", "hermes"]
 TAGS = ["<|im_end|>", "<tool_call>", "</tool_call>", "<think>", "</think>", "<minimax:tool_call>",
-        "</minimax:tool_call>"]
+        "</minimax:tool_call>", "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
+        "<|tool_call_argument_begin|>", "<|tool_call_end|>", "[TOOL_CALLS]", "[ARGS]"]
 
 
 def make_tokenizer(special: bool) -> str:
@@ -119,7 +121,7 @@ def test_no_second_call_when_parallel_calls_are_off(vocab, fmt):
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_none_refuses_any_call_and_keeps_text_free(vocab, fmt):
     grammar = grammar_for(vocab, fmt, "none")
-    assert accepts(vocab, grammar, "Plain words, <b>tags</b> and def f(): return 1")
+    assert accepts(vocab, grammar, "Plain words, <b>tags</b>, <think> and def f(): return 1")
     assert not accepts(vocab, grammar, "Sure. " + CALLS[fmt]())
 
 
@@ -138,7 +140,7 @@ def test_lazy_trigger_leaves_text_free_and_strict_arguments_follow_the_schema(vo
             "minimax_m2": '<minimax:tool_call>\n<invoke name="write_file">\n<parameter name="path">a</parameter>\n'
                           '<parameter name="mode">644</parameter>\n</invoke>\n</minimax:tool_call>',
             "hermes": '<tool_call>\n{"name": "write_file", "arguments": {"path": "a", "mode": 644}}\n</tool_call>'}[fmt]
-    prose = "Anything at all first, even <function=x> or {json}.\n"
+    prose = "Anything at all first, even <function=x>, {json} or <think>.\n"
     assert accepts(vocab, grammar, prose + good)
     assert accepts(vocab, grammar, prose)
     assert not accepts(vocab, grammar, prose + good.replace("644", '"rw"'))  # mode is an integer
@@ -187,3 +189,41 @@ def test_parameters_referring_to_shared_definitions_are_typed_by_them(vocab, fmt
                    .replace("VALUE", '{"path": "a"}'))
     assert not accepts(vocab, grammar, CALLS[fmt](value="VALUE").replace('"VALUE"', "VALUE")
                        .replace("VALUE", '{"where": "a"}'))
+
+
+#: The JSON-arguments shape, as Kimi-K2 and Mistral (v11+) write it.
+JSON_ARGUMENT_SYNTAXES = {
+    "kimi": (CallSyntax(trigger="<|tool_calls_section_begin|>", block_close="<|tool_calls_section_end|>",
+                        shares_block=True, call_separator="", call_open=(
+                            "<|tool_call_begin|>functions.{name}:{index}<|tool_call_argument_begin|>",),
+                        call_close="<|tool_call_end|>", json_arguments=True),
+             lambda name, i, args: f"<|tool_call_begin|>functions.{name}:{i}<|tool_call_argument_begin|>{args}"
+                                   "<|tool_call_end|>",
+             lambda calls: f"<|tool_calls_section_begin|>{''.join(calls)}<|tool_calls_section_end|>"),
+    "mistral": (CallSyntax(trigger="[TOOL_CALLS]", block_close="", block_separator="", call_open=("{name}[ARGS]",),
+                           json_arguments=True),
+                lambda name, i, args: f"[TOOL_CALLS]{name}[ARGS]{args}",
+                "".join),
+}
+
+
+@pytest.mark.parametrize("shape", JSON_ARGUMENT_SYNTAXES)
+def test_json_arguments_after_a_header(vocab, shape):
+    syntax, one, block = JSON_ARGUMENT_SYNTAXES[shape]
+
+    def grammar(choice, parallel=True, tools=TOOLS):
+        return compiled(Constraint("tools", tool_call_grammar(syntax, tools, choice, parallel, vocab[2])),
+                        None, vocab[2]).grammar
+
+    first, second = one("write_file", 0, '{"path": "a"}'), one("Bash", 1, '{"command": "ls", "timeout": 5}')
+    if shape == "mistral":  # one block per call
+        assert accepts(vocab, grammar("required"), first + second)
+    else:
+        assert accepts(vocab, grammar("required"), block([first, second]))
+    assert not accepts(vocab, grammar("required"), block([one("rm_rf", 0, "{}")]))
+    assert not accepts(vocab, grammar("required"), block([one("Bash", 0, '{"timeout": "soon"}')]))
+    assert not accepts(vocab, grammar("required", parallel=False), block([first, second]) if shape == "kimi"
+                       else first + second)
+    assert accepts(vocab, grammar("auto", tools=STRICT), "Prose [ARGS] first.\n" + block(
+        [one("write_file", 0, '{"path": "a", "mode": 644}')]))
+    assert not accepts(vocab, grammar("auto", tools=STRICT), block([one("write_file", 0, '{"path": "a"}')]))

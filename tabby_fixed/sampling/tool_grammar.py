@@ -70,13 +70,16 @@ class Literals:
             return f"{FREE} {self(text)}", False
         return f"{FREE} {json.dumps(text, ensure_ascii=False)}", True
 
+    def anything_but(self, text: str) -> str | None:
+        """Any tokens but the one ``text`` starts with, when it starts with one (else None)."""
+        token = self._token_at_start(text)
+        return None if token is None else f"<[^{self._tokens[token]}]>*"
+
     def anything_until(self, text: str) -> tuple[str, bool]:
         """As ``text_until``, but when ``text`` starts with a token, any other tokens may come before
-        it (a reasoning section may hold a model's special tokens)."""
-        token = self._token_at_start(text)
-        if token is not None:
-            return f"<[^{self._tokens[token]}]>* {self(text)}", False
-        return self.text_until(text)
+        it (a reasoning section, or prose before a call, may hold a model's special tokens)."""
+        before = self.anything_but(text)
+        return (f"{before} {self(text)}", False) if before is not None else self.text_until(text)
 
 
 def _rule(name: str, body: str, lazy: bool = False) -> str:
@@ -115,8 +118,12 @@ class _Builder:
     def named(self, template: str, slot: str, value: str) -> str:
         """A header template with its name slot filled, in every accepted quoting."""
         head, tail = template.split("{" + slot + "}")
-        return _alternatives(" ".join(p for p in (self.literal(head), json.dumps(q + value + q, ensure_ascii=False),
-                                                 self.literal(tail)) if p) for q in self.syntax.quotes)
+        return _alternatives(" ".join(p for p in (self.numbered(head), json.dumps(q + value + q, ensure_ascii=False),
+                                                 self.numbered(tail)) if p) for q in self.syntax.quotes)
+
+    def numbered(self, text: str) -> str:
+        """Literal text in which ``{index}`` is any call number."""
+        return " /[0-9]+/ ".join(self.literal(part) for part in text.split("{index}")).strip()
 
     def call(self, index: int, tool: Mapping[str, Any]) -> str:
         function = _function(tool)
@@ -132,6 +139,9 @@ class _Builder:
             self.rules.append(_rule(rule, f"%json {json.dumps(whole)}"))
             return rule
         header = _alternatives(self.named(t, "name", name) for t in syntax.call_open)
+        if syntax.json_arguments:
+            self.rules.append(_rule(rule, f"{header} %json {json.dumps(schema)} {self.literal(syntax.call_close)}"))
+            return rule
         properties = parameters.get("properties") or {}
         params = [self.param(f"param_{index}_{n}", name, key, {**sub, **shared} if isinstance(sub, Mapping) else sub,
                              strict) for n, (key, sub) in enumerate(properties.items())]
@@ -177,8 +187,10 @@ def tool_call_grammar(syntax: CallSyntax, tools: list[Mapping[str, Any]], choice
     if choice == "auto" and parallel and not strict:
         return None
     literal = Literals(added_tokens)
+    after = literal.anything_but(syntax.trigger)  # a token trigger: any other tokens, else text without it
+    tail = [_rule("tail", after)] if after is not None else [_rule("tail", "TAIL"), _no_trigger(syntax, "TAIL")]
     if choice == "none":
-        return "start: TEXT\n" + _no_trigger(syntax, "TEXT")
+        return "\n".join(["start: tail", *tail])
     named = choice not in ("auto", "required")
     chosen = [t for t in tools if _function(t)["name"] == choice] if named else list(tools)
     builder = _Builder(syntax, literal, chosen)
@@ -193,9 +205,9 @@ def tool_call_grammar(syntax: CallSyntax, tools: list[Mapping[str, Any]], choice
     trigger = literal(syntax.trigger)
     rules = [*builder.rules, _rule("call", calls), _rule("rest", rest)]
     if choice == "auto":
-        body, lazy = literal.text_until(syntax.trigger)
-        head = "start: TAIL | pre rest" if one else "start: (pre rest)* TAIL"
-        rules += [_rule("pre", body, lazy), _no_trigger(syntax, "TAIL")]
+        body, lazy = literal.anything_until(syntax.trigger)
+        head = "start: tail | pre rest" if one else "start: (pre rest)* tail"
+        rules += [_rule("pre", body, lazy), *tail]
         return "\n".join([head, *rules])
     separator = literal(syntax.block_separator)
     blocks = f"{trigger} rest" if one or syntax.shares_block else f"{trigger} rest ({separator} {trigger} rest)*"

@@ -47,7 +47,8 @@ class CallSyntax:
     """How a format's template writes calls, for the grammar that makes a model write them
     (``sampling/tool_grammar.py``). Declared next to the parser's questions so that a new format
     states both in one place. ``{name}`` and ``{key}`` stand for the tool and parameter names,
-    each written bare or inside any of ``quotes``; tuples list the spellings accepted.
+    each written bare or inside any of ``quotes``; ``{index}`` stands for a call number; tuples list
+    the spellings accepted.
     """
 
     trigger: str  # the tag that starts a block of calls (the lazy grammar's trigger)
@@ -64,6 +65,9 @@ class CallSyntax:
     after_param: tuple[str, ...] = ("",)
     json_param_open: tuple[str, ...] = ()  # a nameless parameter holding all arguments as one JSON object
     json_call: bool = False  # the call is one JSON object {"name": ..., "arguments": {...}} (Hermes)
+    #: The header (``call_open``, which may hold ``{index}``: a call number) is followed by the
+    #: arguments as one JSON object, then ``call_close`` (Kimi-K2, DeepSeek-V3.1, Mistral).
+    json_arguments: bool = False
 
 
 #: Opened | JsonOpened | ParamOpened | NEED | None, depending on the question.
