@@ -16,8 +16,9 @@ from .engine.base import Constraint
 from .errors import ApiError
 from .output import OutputParser, ReasoningSettings
 from .reasoning import starts_in_reasoning
+from .reasoning_budget import ReasoningBudget, chosen_budget
 from .sampling.constraints import compiled
-from .sampling.tool_grammar import tool_call_grammar
+from .sampling.tool_grammar import enforces, tool_call_grammar
 from .server.requests import ChatCompletionRequest, ChatMessage, NamedToolChoice
 from .templating import ChatTemplateError, render_chat
 from .toolcalls import ToolCallParser
@@ -43,6 +44,10 @@ class ChatModel:
     template_vars_force: dict[str, Any] | None = None
     bos_token: str | None = None
     eos_token: str | None = None
+    pad_token: str | None = None
+    unk_token: str | None = None
+    reasoning_budget_tokens: int | None = None
+    reasoning_budget_message: str | None = None
 
 
 def template_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
@@ -58,7 +63,45 @@ def template_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
             if getattr(message, key) is not None:
                 item[key] = getattr(message, key)
         rendered.append(item)
-    return rendered
+    return in_call_order(rendered)
+
+
+def in_call_order(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each run of tool results after an assistant's calls, sorted into the order of the calls
+    (by ``tool_call_id``), as upstream does: clients return parallel results in any order, and
+    some templates (DeepSeek-V4) pair them with the calls by position. Results whose id matches no
+    call keep their order, after the others."""
+    ordered = list(messages)
+    for index, message in enumerate(ordered):
+        if message["role"] != "assistant" or not message.get("tool_calls"):
+            continue
+        order = {call.get("id"): place for place, call in enumerate(message["tool_calls"]) if call.get("id")}
+        end = index + 1
+        while end < len(ordered) and ordered[end]["role"] == "tool":
+            end += 1
+        ordered[index + 1:end] = sorted(ordered[index + 1:end],
+                                        key=lambda result: order.get(result.get("tool_call_id"), len(order)))
+    return ordered
+
+
+def template_variables(model: ChatModel, chat: ChatCompletionRequest) -> dict[str, Any]:
+    """The variables a template sees besides messages and tools, lowest priority first: the model's
+    defaults, the request's ``reasoning`` object, its flat fields, its ``template_vars``, the
+    model's forced values; then the tokenizer's special tokens and ``functions`` (upstream's order)."""
+    variables: dict[str, Any] = dict(model.template_vars_default or {})
+    if chat.reasoning is not None:
+        if chat.reasoning.enabled is not None:
+            variables["enable_thinking"] = chat.reasoning.enabled
+        if chat.reasoning.effort is not None:
+            variables["reasoning_effort"] = chat.reasoning.effort
+    for name in ("reasoning_effort", "enable_thinking", "verbosity"):
+        if getattr(chat, name) is not None:
+            variables[name] = getattr(chat, name)
+    variables.update(chat.template_vars)
+    variables.update(model.template_vars_force or {})
+    variables.update(bos_token=model.bos_token or "", eos_token=model.eos_token or "",
+                     pad_token=model.pad_token or "", unk_token=model.unk_token or "", functions=chat.functions)
+    return variables
 
 
 def _undecodable_arguments(messages: list[ChatMessage]) -> list[str]:
@@ -85,14 +128,7 @@ def build_prompt(model: ChatModel, chat: ChatCompletionRequest) -> str:
     if reserved:
         raise ApiError(400, f"template_vars cannot set {', '.join(reserved)}: the request's own fields give "
                             f"them.", param="template_vars")
-    variables: dict[str, Any] = dict(model.template_vars_default or {})
-    if chat.reasoning_effort is not None:
-        variables["reasoning_effort"] = chat.reasoning_effort
-    if chat.enable_thinking is not None:
-        variables["enable_thinking"] = chat.enable_thinking
-    variables.update(chat.template_vars)
-    variables.update(model.template_vars_force or {})
-    variables.update(bos_token=model.bos_token or "", eos_token=model.eos_token or "")
+    variables = template_variables(model, chat)
     tools = [tool.model_dump(exclude_none=True) for tool in chat.tools] if chat.tools else None
     try:
         prompt = render_chat(model.chat_template, template_messages(chat.messages), tools=tools,
@@ -132,14 +168,19 @@ def output_parser(model: ChatModel, chat: ChatCompletionRequest, prompt: str) ->
     starts with reasoning, and leaving it in the content would hand the client the thoughts and a
     stray ``</think>``.
     """
-    parses_tools = bool(chat.tools) and chat.tool_choice != "none" and model.tool_format is not None
-    tool_parser = ToolCallParser(model.tool_format, [t.model_dump() for t in chat.tools]) if parses_tools else None
-    return OutputParser(tool_parser=tool_parser, reasoning=reasoning_settings(model, prompt),
+    return OutputParser(tool_parser=tool_parser(model, chat), reasoning=reasoning_settings(model, prompt),
                         first_call_only=not chat.parallel_tool_calls)
 
 
+def tool_parser(model: ChatModel, chat: ChatCompletionRequest) -> ToolCallParser | None:
+    """The request's tool-call parser, when it can get calls: it has tools, and calls are not off."""
+    if not chat.tools or chat.tool_choice == "none" or model.tool_format is None:
+        return None
+    return ToolCallParser(model.tool_format, [t.model_dump() for t in chat.tools])
+
+
 def reasoning_settings(model: ChatModel, prompt: str) -> ReasoningSettings | None:
-    """How the output starts and ends its reasoning section, or None when it has none."""
+    """How this prompt's output is split into reasoning and content; None when it is not."""
     opened = starts_in_reasoning(prompt, model.reasoning_start, model.reasoning_end)
     if not (model.reasoning or (opened and model.start_in_reasoning != "never")):
         return None
@@ -173,3 +214,31 @@ def chat_constraint(model: ChatModel, chat: ChatCompletionRequest, prompt: str, 
                             f"parallel_tool_calls: false): the output follows one grammar.", param="response_format")
     constraint = Constraint("tools", lark) if lark is not None else requested
     return compiled(constraint, reasoning_settings(model, prompt), added_tokens) if constraint else None
+
+
+def reasoning_budget(model: ChatModel, chat: ChatCompletionRequest, prompt: str) -> ReasoningBudget | None:
+    """The request's reasoning budget (``reasoning_budget.py`` says where it comes from), or None.
+
+    Like upstream, a budget is dropped with a warning when the output has no reasoning to end, or
+    when the output is constrained (forcing text would switch the constraint off).
+    """
+    tokens = chosen_budget(chat.reasoning_budget_tokens, chat.reasoning.max_tokens if chat.reasoning else None,
+                           model.reasoning_budget_tokens)
+    if tokens is None:
+        return None
+    settings = reasoning_settings(model, prompt)
+    if settings is None:
+        logger.warning("a reasoning budget of %d tokens was asked for, but %s has no reasoning set up "
+                       "(model.reasoning); it is ignored", tokens, model.name)
+        return None
+    if (chat.response_format is not None and chat.response_format.type != "text") \
+            or chat.json_schema or chat.regex_pattern or chat.grammar_string \
+            or (model.tool_format is not None and enforces([t.model_dump() for t in chat.tools or ()],
+                                                            tool_choice_name(chat), chat.parallel_tool_calls)):
+        logger.warning("the reasoning budget is ignored because the request constrains its output")
+        return None
+    message = chat.reasoning_budget_message if chat.reasoning_budget_message is not None \
+        else model.reasoning_budget_message
+    calls = tool_parser(model, chat) if settings.calls_end_reasoning else None
+    return ReasoningBudget(tokens, (message or "") + settings.end_tag, settings.start_tag, settings.end_tag,
+                           settings.start_in_reasoning, exit_tags=(calls.call_start,) if calls else ())

@@ -16,6 +16,7 @@ from .bundled import DEMO_MODEL, DEMO_MODELS_DIR
 from .config import ConfigError, add_config_arguments, load_config
 from .health import add_health_arguments, run_health
 from .probe import add_probe_arguments, run_probe
+from .startup import prepare_process
 
 #: serve's own flags, which are not config keys.
 _SERVE_ONLY = ("--demo", "--debug")
@@ -51,17 +52,27 @@ def main(argv: list[str] | None = None) -> int:
 def _serve(flags: list[str], debug: bool) -> int:
     level = os.environ.get("TABBY_LOG_LEVEL", "INFO").upper()
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = load_config(flags)
+    except ConfigError as error:
+        return _failed(error, debug, 2)
+    prepare_process(config)  # before torch is imported (the server's modules below may import it)
     # Imported here so that probe and health start without loading the server's web stack.
     from .server.prepare import StartupError
     from .server.startup import serve
 
     try:
-        serve(load_config(flags), log_level=level.lower())
+        serve(config, log_level=level.lower())
     except (ConfigError, StartupError) as error:
-        if debug:
-            traceback.print_exc()
-        print(f"tabby-fixed: {error}", file=sys.stderr)
-        return 2 if isinstance(error, ConfigError) else 1
+        return _failed(error, debug, 2 if isinstance(error, ConfigError) else 1)
     except KeyboardInterrupt:
         return 130
     return 0
+
+
+def _failed(error: Exception, debug: bool, code: int) -> int:
+    """One line a user can act on; the traceback only with ``--debug``."""
+    if debug:
+        traceback.print_exception(error)
+    print(f"tabby-fixed: {error}", file=sys.stderr)
+    return code

@@ -1,28 +1,33 @@
-"""Server settings: TabbyAPI's config.yml keys, read from a file, the environment and flags.
+"""Server settings: TabbyAPI's config.yml keys, read from files, the environment and flags.
 
 A TabbyAPI user's config.yml must work here unchanged, so the sections, key names, defaults and
 precedence are upstream's (reference/tabbyapi.md §2). From lowest to highest priority:
 
-1. the config file: ``--config PATH`` when given, else ``config.yml`` in the working directory
-   when it exists, else none;
+1. ``config.yml`` in the working directory, when it exists;
 2. environment variables ``TABBY_<SECTION>_<KEY>``, e.g. ``TABBY_NETWORK_PORT=5001``; list and
    mapping keys take a YAML or JSON flow value, e.g. ``TABBY_MODEL_GPU_SPLIT='[20, 25]'``;
-3. command-line flags ``--<key-with-hyphens>`` without the section, e.g. ``--port 5001`` or
+3. the file named by ``--config PATH``, when given;
+4. command-line flags ``--<key-with-hyphens>`` without the section, e.g. ``--port 5001`` or
    ``--gpu-split 20 25``. A key name shared by two sections would be ``--<section>-<key>``.
 
 Layers are deep-merged. A blank YAML key, or an empty environment or flag value, means "use the
-default", not "set to None", so a sample file full of blank keys changes nothing.
+default", not "set to None", so a sample file full of blank keys changes nothing. Legacy keys
+upstream still migrates (``model.draft``, ``model.lora``, ``logging`` keys without ``log_``) are
+read as their new names, with a warning; the file itself is never rewritten.
 
 Deviations from upstream, each to remove a trap:
 
 - Upstream takes ``--config PATH`` as the whole command-line layer and ignores every other flag
-  given with it. Here that file only replaces ./config.yml, and the other flags still apply.
+  given with it. Here the other flags still apply on top of that file.
 - Upstream drops unknown keys silently. Here they are still ignored, but named in one warning,
   so a misspelt key is noticed. Invalid values raise ``ConfigError`` naming the key, where it
   came from and the problem.
-- Relative paths (``model_dir``, ``lora_dir``, ...) are relative to the config file's folder
-  (``TabbyConfig.resolve``), so a config works from any working directory. Without a config
-  file that folder is the working directory, which is what upstream uses.
+- Relative paths (``model_dir``, ``lora_dir``, ...) are read from the working directory, as
+  upstream does, unless only the ``--config`` file's folder has them (``TabbyConfig.resolve``),
+  so a config kept next to its models also works from any other working directory.
+
+Keys accepted for compatibility but without effect in this build are named, with the reason, in
+one start-up warning (``unsupported.py``).
 
 When a model loads, its settings are merged once more, with the model folder's
 ``tabby_config.yml`` on top (``load_settings``, §2.3).
@@ -136,17 +141,19 @@ class ModelConfig(_Section):
     tensor_parallel: bool = Field(False, description="Split each layer across GPUs instead of splitting by layer.")
     tensor_parallel_backend: Literal["native", "nccl"] = Field(
         "native", description="Transport for tensor parallelism: native or nccl.")
-    gpu_split_auto: bool = Field(True, description="Fill GPUs in order automatically; otherwise use gpu_split.")
+    gpu_split_auto: bool = Field(True, description="Fill GPUs in order automatically when gpu_split is empty.")
     autosplit_reserve: list[float] = Field(
         default_factory=lambda: [96], description="Memory in MB kept free on each GPU by the automatic split.")
     gpu_split: list[float] = Field(
-        default_factory=list, description="GB to use on each GPU when gpu_split_auto is off.")
+        default_factory=list, description="GB to use on each GPU; a non-empty list wins over gpu_split_auto and "
+                                          "also applies under tensor parallelism.")
     cpu_moe_offload_layers: int = Field(0, ge=0, description="Number of MoE layers whose experts stay in system RAM.")
     rope_scale: float | None = Field(1.0, description="Linear RoPE scale. Accepted for compatibility, unused.")
     rope_alpha: float | Literal["auto"] | None = Field(
         None, description="NTK RoPE alpha. Accepted for compatibility, unused.")
     chunk_size: int = Field(2048, gt=0, description="Prompt tokens processed per forward pass.")
-    output_chunking: bool = Field(True, description="Also cap a job's tokens per pass at chunk_size.")
+    output_chunking: bool = Field(
+        True, description="Give a reply cache pages chunk_size tokens at a time instead of all at once.")
     max_batch_size: int | None = Field(
         None, gt=0, description="Most jobs run at once; blank means 128, or 4 for models with recurrent state.")
     prompt_template: str | None = Field(
@@ -166,7 +173,7 @@ class ModelConfig(_Section):
     tool_calls_in_reasoning: bool = Field(
         True, description="Parse tool calls the model opens before it closes its reasoning.")
     reasoning_budget_tokens: int | None = Field(
-        None, ge=0, description="Most reasoning tokens before the model is made to stop thinking.")
+        None, description="Most reasoning tokens before the model is made to stop thinking; blank or negative: no cap.")
     reasoning_budget_message: str | None = Field(
         None, description="Text inserted when the reasoning budget runs out.")
     tool_format: str | None = Field(None, description="Tool-call format; blank detects it from the model.")
@@ -245,7 +252,7 @@ class EmbeddingsConfig(_Section):
 
 
 class TabbyConfig(_Section):
-    """Every section, plus where the config file lives, because its relative paths are relative to it."""
+    """Every section, plus the working directory and the config file's folder, where relative paths are read."""
 
     network: NetworkConfig = Field(default_factory=NetworkConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
@@ -257,15 +264,20 @@ class TabbyConfig(_Section):
     lora: LoraConfig = Field(default_factory=LoraConfig)
     embeddings: EmbeddingsConfig = Field(default_factory=EmbeddingsConfig)
     config_dir: Path = Field(default_factory=Path.cwd)
+    work_dir: Path = Field(default_factory=Path.cwd)
 
     def resolve(self, path: str | Path) -> Path:
-        """Read a configured path as relative to the config file, so the config works from anywhere."""
+        """A configured path: from the working directory as upstream reads it, unless only the config
+        file's folder has it, so a config kept next to its models works from anywhere."""
         candidate = Path(path).expanduser()
-        return candidate if candidate.is_absolute() else self.config_dir / candidate
+        if candidate.is_absolute():
+            return candidate
+        upstream, beside = self.work_dir / candidate, self.config_dir / candidate
+        return beside if not upstream.exists() and beside.exists() else upstream
 
 
 SECTIONS: dict[str, type[BaseModel]] = {
-    name: field.annotation for name, field in TabbyConfig.model_fields.items() if name != "config_dir"
+    name: field.annotation for name, field in TabbyConfig.model_fields.items() if name not in ("config_dir", "work_dir")
 }
 _OVERLAY_SECTIONS: dict[str, type[BaseModel]] = {"model": ModelConfig, "draft_model": DraftModelConfig,
                                                  "sampling": SamplingConfig}
@@ -520,6 +532,36 @@ def _unknown_defaults(config: TabbyConfig, sources: Mapping[str, str]) -> list[_
             for name in config.model.use_as_default if name not in known]
 
 
+def _read_config_file(path: Path | None) -> tuple[list[_Setting], list[_Unknown]]:
+    if path is None:
+        return [], []
+    return _from_document(_migrate_legacy(_read_yaml(path), str(path)), str(path), SECTIONS)
+
+
+def _migrate_legacy(document: Any, source: str) -> Any:
+    """Read the layouts upstream still migrates: ``model.draft`` is the draft_model section,
+    ``model.lora`` the lora section, and ``logging`` keys lacking ``log_`` get it. Upstream rewrites
+    the user's file (keeping a .bak); here the file is left alone and one warning names the keys."""
+    if not isinstance(document, dict) or not any(isinstance(document.get(s), dict) for s in ("model", "logging")):
+        return document
+    migrated = {section: dict(block) if isinstance(block, dict) else block for section, block in document.items()}
+    moved: list[str] = []
+    model = migrated.get("model")
+    if isinstance(model, dict):
+        for old, section in (("draft", "draft_model"), ("lora", "lora")):
+            if isinstance(model.get(old), dict):
+                migrated[section] = {**model.pop(old), **(migrated.get(section) or {})}
+                moved.append(f"model.{old} -> {section}")
+    logs = migrated.get("logging")
+    if isinstance(logs, dict):
+        for key in [key for key in logs if not str(key).startswith("log_")]:
+            logs.setdefault(f"log_{key}", logs.pop(key))
+            moved.append(f"logging.{key} -> logging.log_{key}")
+    if moved:
+        log.warning("%s: legacy config keys read as their new names: %s", source, ", ".join(moved))
+    return migrated
+
+
 def load_config(
     argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None, cwd: Path | None = None
 ) -> TabbyConfig:
@@ -534,20 +576,23 @@ def load_config(
     add_config_arguments(parser)
     flags = vars(parser.parse_args([] if argv is None else list(argv)))
 
-    if "config" in flags:
-        path: Path | None = cwd / Path(flags["config"]).expanduser()
-        if not path.exists():
-            raise ConfigError(f"flag --config: no such file: {path}")
-    else:
-        path = cwd / "config.yml" if (cwd / "config.yml").exists() else None
-    if path is not None and path.is_dir():
-        raise ConfigError(f"{path} is a directory, not a config file (a container runtime makes one when the file "
-                          f"to mount did not exist); remove it and create the file, or drop the mount")
+    chosen = cwd / Path(flags["config"]).expanduser() if "config" in flags else None
+    default = cwd / "config.yml"
+    for path in (chosen, default):
+        if path is not None and path.is_dir():
+            raise ConfigError(f"{path} is a directory, not a config file (a container runtime makes one when the "
+                              f"file to mount did not exist); remove it and create the file, or drop the mount")
+    if chosen is not None and not chosen.is_file():
+        raise ConfigError(f"flag --config: no such file: {chosen}")
+    base = default if default.is_file() and (chosen is None or not chosen.samefile(default)) else None
 
-    settings, unknown = _from_document(_read_yaml(path), str(path), SECTIONS) if path else ([], [])
+    base_settings, unknown = _read_config_file(base)
     env_settings, env_unknown = _from_environment(environ)
-    merged, sources = _merge([*settings, *env_settings, *_from_flags(flags)])
-    config = _validate(TabbyConfig, {**merged, "config_dir": path.parent if path else cwd}, sources)
+    chosen_settings, chosen_unknown = _read_config_file(chosen)
+    merged, sources = _merge([*base_settings, *env_settings, *chosen_settings, *_from_flags(flags)])
+    config_dir = chosen.parent if chosen is not None else cwd
+    config = _validate(TabbyConfig, {**merged, "config_dir": config_dir, "work_dir": cwd}, sources)
+    unknown += chosen_unknown
     _warn_unknown([*unknown, *env_unknown, *_unknown_defaults(config, sources)])
     return config
 

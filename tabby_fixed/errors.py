@@ -3,7 +3,10 @@
 Everything a client can get wrong, and everything that fails on our side, ends up as an
 ``ApiError`` carrying an HTTP status and a message a person can act on. The server maps it to::
 
-    {"error": {"message": ..., "type": ..., "param": ..., "code": ...}}
+    {"error": {"message": ..., "type": ..., "param": ..., "code": ...}, "detail": ...}
+
+``detail`` repeats the message because upstream TabbyAPI answers ``{"detail": ...}`` and clients
+written against it read that key; OpenAI clients read ``error``.
 
 Kinds of error, by ``type``:
 
@@ -20,7 +23,7 @@ from typing import Any
 
 class ApiError(Exception):
     def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",
-                 code: str | None = None, param: str | None = None) -> None:
+                 code: str | None = None, param: str | None = None, trace: str | None = None) -> None:
         message = _encodable(message)
         super().__init__(message)
         self.status = status
@@ -28,9 +31,13 @@ class ApiError(Exception):
         self.type = type
         self.code = code
         self.param = _encodable(param) if param is not None else None
+        self.trace = trace  # a server traceback, sent only with network.send_tracebacks
 
     def body(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+        error = {"message": self.message, "type": self.type, "param": self.param, "code": self.code}
+        if self.trace:
+            error["trace"] = self.trace
+        return {"error": error, "detail": self.message}
 
 
 def _encodable(text: str) -> str:

@@ -39,7 +39,7 @@ def config_log(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
 
 def test_no_config_file_gives_upstream_defaults(tmp_path: Path, config_log: pytest.LogCaptureFixture) -> None:
     config = load_config([], {}, tmp_path)
-    assert config == TabbyConfig(config_dir=tmp_path)
+    assert config == TabbyConfig(config_dir=tmp_path, work_dir=tmp_path)
     assert (config.network.host, config.network.port, config.network.api_servers) == ("127.0.0.1", 5000, ["OAI"])
     assert config.network.max_request_bytes == 32 * 1024 * 1024
     assert config.model.model_dir == "models"
@@ -88,20 +88,53 @@ def test_blank_keys_and_empty_values_mean_default(tmp_path: Path) -> None:
           draft_mode:
         """)
     config = load_config(["--model-name", ""], {"TABBY_NETWORK_HOST": ""}, tmp_path)
-    assert config == TabbyConfig(config_dir=tmp_path)
+    assert config == TabbyConfig(config_dir=tmp_path, work_dir=tmp_path)
 
 
 def test_empty_config_file_is_all_defaults(tmp_path: Path) -> None:
     write(tmp_path / "config.yml", "# nothing set\n")
-    assert load_config([], {}, tmp_path) == TabbyConfig(config_dir=tmp_path)
+    assert load_config([], {}, tmp_path) == TabbyConfig(config_dir=tmp_path, work_dir=tmp_path)
 
 
-def test_config_flag_replaces_the_file_and_other_flags_still_apply(tmp_path: Path) -> None:
-    write(tmp_path / "config.yml", "network:\n  port: 6000\n")
+def test_config_flag_file_over_environment_over_config_yml_and_flags_on_top(tmp_path: Path) -> None:
+    # Upstream: ./config.yml < environment < the --config file; here other flags still apply on top.
+    write(tmp_path / "config.yml", "network:\n  port: 6000\n  api_servers: [OAI, Kobold]\nmodel:\n  model_name: a\n")
     other = write(tmp_path / "etc" / "mine.yml", "network:\n  port: 6001\n  host: 0.0.0.0\n")
-    config = load_config(["--config", "etc/mine.yml", "--port", "6002"], {}, tmp_path)
-    assert (config.network.host, config.network.port) == ("0.0.0.0", 6002)
+    env = {"TABBY_NETWORK_HOST": "10.0.0.1", "TABBY_MODEL_MODEL_NAME": "b"}
+    config = load_config(["--config", "etc/mine.yml", "--disable-auth"], env, tmp_path)
+    assert (config.network.host, config.network.port, config.network.disable_auth) == ("0.0.0.0", 6001, True)
+    assert (config.network.api_servers, config.model.model_name) == (["OAI", "KOBOLD"], "b")
     assert config.config_dir == other.parent
+    assert load_config(["--config", "etc/mine.yml", "--port", "6002"], env, tmp_path).network.port == 6002
+
+
+def test_legacy_keys_are_read_as_their_new_names(tmp_path: Path, config_log: pytest.LogCaptureFixture) -> None:
+    write(tmp_path / "config.yml", """\
+        logging:
+          prompt: true
+          generation_params: true
+        model:
+          model_name: big
+          draft:
+            draft_model_name: small
+            draft_cache_mode: Q4
+          lora:
+            loras: [{name: style, scaling: 0.5}]
+        """)
+    config = load_config([], {}, tmp_path)
+    assert config.logging.log_prompt and config.logging.log_generation_params
+    assert (config.draft_model.draft_model_name, config.draft_model.draft_cache_mode) == ("small", "Q4")
+    assert config.lora.loras is not None and config.lora.loras[0].name == "style"
+    assert config.model.model_name == "big"
+    [record] = config_log.records
+    assert "legacy config keys" in record.message and "model.draft -> draft_model" in record.message
+    assert "logging.prompt -> logging.log_prompt" in record.message
+    assert "unknown" not in record.message
+
+
+def test_negative_reasoning_budget_is_accepted_as_no_cap(tmp_path: Path) -> None:
+    write(tmp_path / "config.yml", "model:\n  reasoning_budget_tokens: -1\n")
+    assert load_config([], {}, tmp_path).model.reasoning_budget_tokens == -1
 
 
 def test_missing_config_flag_file_is_an_error(tmp_path: Path) -> None:
@@ -185,7 +218,8 @@ def test_sample_config_is_valid_and_quiet(tmp_path: Path, config_log: pytest.Log
     config = load_config(["--config", str(SAMPLE)], {}, tmp_path)
     assert config_log.records == []
     assert config.model.model_dir == "models" and config.model.engine == "auto"
-    assert config.model_dump(exclude={"config_dir"}) == TabbyConfig().model_dump(exclude={"config_dir"})
+    places = {"config_dir", "work_dir"}
+    assert config.model_dump(exclude=places) == TabbyConfig().model_dump(exclude=places)
 
 
 def test_sample_config_lists_every_key() -> None:
@@ -218,10 +252,14 @@ def test_add_config_arguments_documents_every_flag() -> None:
     assert "(default: 5000)" in text
 
 
-def test_resolve_is_relative_to_the_config_folder(tmp_path: Path) -> None:
+def test_relative_paths_are_read_from_the_working_directory_as_upstream(tmp_path: Path) -> None:
     write(tmp_path / "conf" / "config.yml", "model:\n  model_dir: weights\n")
     config = load_config(["--config", "conf/config.yml"], {}, tmp_path)
-    assert config.resolve(config.model.model_dir) == tmp_path / "conf" / "weights"
+    assert config.resolve(config.model.model_dir) == tmp_path / "weights"  # neither exists: upstream's place
+    (tmp_path / "conf" / "weights").mkdir()
+    assert config.resolve(config.model.model_dir) == tmp_path / "conf" / "weights"  # only beside the config
+    (tmp_path / "weights").mkdir()
+    assert config.resolve(config.model.model_dir) == tmp_path / "weights"  # both: upstream's wins
     assert config.resolve("/abs/models") == Path("/abs/models")
     assert config.resolve("~/models") == Path.home() / "models"
     assert load_config([], {}, tmp_path).resolve("models") == tmp_path / "models"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -151,3 +152,24 @@ def test_every_shipped_preset_loads():
         assert preset.overrides, name
     assert load_preset("qwen3_coder", [folder]).overrides["top_k"] == Override(20, force=True)
     assert set(load_preset("sample_preset", [folder]).overrides) == set(NEUTRAL)
+
+
+def test_a_preset_file_skips_a_bad_key_with_a_warning_and_applies_the_rest(tmp_path, caplog):
+    write_preset(tmp_path, "mixed", {"top_k": {"override": 20, "force": True}, "tempreature": {"override": 1},
+                                     "top_p": {"override": 3}, "min_p": 0.1, "temperature": {"override": 0.7}})
+    with caplog.at_level(logging.WARNING, logger="tabby_fixed.sampling.presets"):
+        preset = load_preset("mixed", [tmp_path])
+    assert preset.overrides == {"top_k": Override(20, force=True), "temperature": Override(0.7)}
+    for bad in ("tempreature", "top_p", "min_p"):
+        assert bad in caplog.text
+    assert len(caplog.records) == 3
+
+
+@pytest.mark.parametrize(("sent", "breakers"), [
+    ('["\\n", ":", "\\"", "*"]', ["\n", ":", '"', "*"]),  # SillyTavern's JSON string
+    ('"\\n", ":"', ["\n", ":"]),  # without brackets, as upstream also reads it
+    ("###", ["###"]),  # not JSON: one breaker
+    (["\n", ":"], ["\n", ":"]),
+])
+def test_dry_sequence_breakers_as_a_json_string(sent, breakers):
+    assert SamplerFields.model_validate({"dry_sequence_breakers": sent}).dry_sequence_breakers == breakers

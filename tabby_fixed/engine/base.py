@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ..errors import ApiError
+from ..reasoning_budget import ReasoningBudget
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class GenerationParams:
     sampler: Mapping[str, Any] = field(default_factory=dict)  # every sampler field's effective value
     constraint: Constraint | None = None
     top_logprobs: int | None = None  # None: no logprobs; else log-probabilities with this many alternatives
+    reasoning_budget: ReasoningBudget | None = None  # None: reasoning is not capped
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,8 @@ class ModelInfo:
     reasoning: bool
     bos_token: str | None = None
     eos_token: str | None = None
+    pad_token: str | None = None
+    unk_token: str | None = None
     max_batch_size: int = 1
     cache_size: int | None = None
     cache_mode: str = "FP16"

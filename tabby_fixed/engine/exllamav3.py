@@ -26,6 +26,7 @@ from typing import Any
 
 from ..config import DraftModelConfig, MemoryConfig, ModelConfig
 from ..errors import ApiError
+from ..reasoning_budget import BudgetWatch, ReasoningBudget
 from ..sampling.constraints import CONSTRAINT_FIELDS, compiled
 from ..templating import find_chat_template
 from .base import (
@@ -112,14 +113,41 @@ def chunk_size(settings: ModelConfig) -> int:
     return max(PAGE, -(-settings.chunk_size // PAGE) * PAGE)
 
 
+def output_chunk(settings: ModelConfig) -> int | None:
+    """A job's ``max_rq_tokens``: with output chunking its cache pages are taken a chunk at a time,
+    so one long reply cannot starve the others; without it, all at once (upstream's switch)."""
+    return chunk_size(settings) if settings.output_chunking else None
+
+
+def nccl_available() -> bool:
+    """Whether tensor parallelism can use NCCL here: CUDA and a torch built with NCCL, not Windows."""
+    import platform
+
+    import torch
+
+    return platform.system() != "Windows" and torch.cuda.is_available() and torch.distributed.is_nccl_available()
+
+
+def tensor_parallel_backend(settings: ModelConfig) -> str:
+    """The configured backend, or native when NCCL is asked for but missing (upstream's fallback)."""
+    if settings.tensor_parallel_backend == "nccl" and not nccl_available():
+        logger.warning("tensor_parallel_backend is nccl, but NCCL is not available here; using native")
+        return "native"
+    return settings.tensor_parallel_backend
+
+
 def load_kwargs(settings: ModelConfig, max_batch_size: int, callback: Callable[[int, int], None] | None) -> dict:
     """``Model.load`` arguments. One GPU also loads through the split path, because only that
-    path reports progress to the callback."""
+    path reports progress to the callback.
+
+    As upstream: a non-empty ``gpu_split`` is used whatever ``gpu_split_auto`` says, with or
+    without tensor parallelism; otherwise tensor parallelism splits on its own, and a layer split
+    keeps ``autosplit_reserve`` free on each GPU."""
     kwargs: dict[str, Any] = {"max_chunk_size": chunk_size(settings), "max_batch_size": max_batch_size,
                               "callback": callback, "progressbar": True}
     if settings.tensor_parallel:
-        kwargs.update(tensor_p=True, tp_backend=settings.tensor_parallel_backend)
-    if settings.gpu_split and not settings.gpu_split_auto:
+        kwargs.update(tensor_p=True, tp_backend=tensor_parallel_backend(settings))
+    if settings.gpu_split:
         kwargs["use_per_device"] = list(settings.gpu_split)
     elif not settings.tensor_parallel:
         kwargs["reserve_per_device"] = [mb / 1024 for mb in settings.autosplit_reserve]
@@ -234,7 +262,7 @@ def output_filters(constraint: Constraint | None, tokenizer: Any) -> list[Any]:
     return [LLGuidanceFilter(tokenizer, eos_after_completed=True, llg_grammar=grammar)]
 
 
-def job_kwargs(values: Mapping[str, Any], budget: int, stops: list[str | int], max_rq_tokens: int,
+def job_kwargs(values: Mapping[str, Any], budget: int, stops: list[str | int], max_rq_tokens: int | None,
                top_logprobs: int | None = None) -> dict[str, Any]:
     """``Job`` arguments besides the prompt, sampler and filters. Loop detection ends the job when
     the last ``loop_detect_window`` tokens are two or more repeats of one sequence; the library needs
@@ -370,7 +398,7 @@ class ExLlamaV3Engine:
         self._eos_ids = list(dict.fromkeys(config.eos_token_id_list))
         self._bos = (self._tokenizer.bos_token_id, wants_bos(folder))
         self._pieces = self._tokenizer.get_id_to_piece_list(True)
-        self._max_rq_tokens = chunk_size(settings)
+        self._max_rq_tokens = output_chunk(settings)
         generator = generator_kwargs(settings, draft, memory, parts.slots, parts.num_draft)
         self._worker = GeneratorWorker(lambda: x.Generator(
             model=parts.model, cache=parts.cache, tokenizer=self._tokenizer, draft_model=parts.draft_model,
@@ -385,8 +413,11 @@ class ExLlamaV3Engine:
         self.info = ModelInfo(
             name=folder.name, max_seq_len=self._max_seq_len, chat_template=template[1] if template else None,
             chat_template_name=template[0] if template else None, tool_format=None, reasoning=False,
-            bos_token=self._tokenizer.bos_token, eos_token=self._tokenizer.eos_token, max_batch_size=parts.slots,
-            cache_size=parts.cache_size, cache_mode=settings.cache_mode, added_tokens=read_added_tokens(folder))
+            bos_token=self._tokenizer.bos_token, eos_token=self._tokenizer.eos_token,
+            pad_token=self._tokenizer.pad_token or None, unk_token=self._tokenizer.unk_token or None,
+            max_batch_size=parts.slots,
+            cache_size=parts.cache_size, cache_mode=settings.cache_mode,
+            added_tokens=read_added_tokens(folder))
         logger.info("%s: context %d, cache %d tokens (%s), %d slots, drafting: %s%s", folder.name, self._max_seq_len,
                     parts.cache_size, settings.cache_mode, parts.slots, parts.mode,
                     f" ({parts.num_draft} tokens)" if parts.num_draft else "")
@@ -429,7 +460,30 @@ class ExLlamaV3Engine:
                        filters=filters,
                        **job_kwargs(values, budget, stops, self._max_rq_tokens, request.params.top_logprobs))
 
-        return self._results(build_job, prompt_tokens)
+        reasoning = request.params.reasoning_budget
+        return self._results(build_job, prompt_tokens,
+                             self._budget_watch(reasoning) if reasoning is not None else None)
+
+    def _budget_watch(self, budget: ReasoningBudget) -> Callable[[Any, dict[str, Any] | None], None]:
+        """Runs on the generator thread after each result: once the job's reasoning reaches the
+        budget, the message and end tag are forced as its next tokens (``Job.constrain_output_now``),
+        and the model goes on from there."""
+        watch = BudgetWatch(budget)
+
+        def check(job: Any, result: dict[str, Any] | None) -> None:
+            if result is None:
+                due = watch.due_at_start()
+            else:
+                ids = result.get("token_ids")
+                due = watch.feed(result.get("text") or "", int(ids.shape[-1]) if ids is not None else 0)
+            if due:
+                forced = self._tokenizer.encode(budget.injection, encode_special_tokens=True, add_bos=False)
+                if forced.shape[-1] and int(forced[0, 0]) == self._tokenizer.bos_token_id:
+                    forced = forced[:, 1:]  # tokenizers that prepend BOS whatever add_bos says
+                if forced.shape[-1]:
+                    job.constrain_output_now(forced)
+
+        return check
 
     def _filters(self, constraint: Constraint) -> list[Any]:
         """The request's output filter, built before anything is queued: a schema, regex or grammar
@@ -442,9 +496,11 @@ class ExLlamaV3Engine:
             raise ApiError(400, f"{field} cannot be used to constrain the output: {error}",
                            param=field) from error
 
-    async def _results(self, build_job: Callable[[], Any], prompt_tokens: int) -> AsyncIterator[Step | Finish]:
+    async def _results(self, build_job: Callable[[], Any], prompt_tokens: int,
+                       watch: Callable[[Any, dict[str, Any] | None], None] | None = None,
+                       ) -> AsyncIterator[Step | Finish]:
         """The job's steps; it is queued on the first iteration, so a job nobody reads never runs."""
-        handle = self._worker.submit(build_job)
+        handle = self._worker.submit(build_job, watch)
         try:
             while (result := await handle.results.get()) is not None:
                 if isinstance(result, BaseException):

@@ -31,7 +31,9 @@ conversation's Nth answer (1 + the assistant messages before it). ``match`` defa
 anything. Each ``match`` is tried with ``re.search``; ``{name}`` in ``output`` is replaced by that named
 group's text verbatim (``{{`` and ``}}`` for literal braces). The answer is cut into tokens by
 the folder's ``tokenizer.json`` when there is one, else into word, space and punctuation pieces,
-and goes through the same limits as a real model's: stop strings, ``max_tokens``, the context.
+and goes through the same limits as a real model's: stop strings, ``max_tokens``, the context,
+and the reasoning budget (the scripted reasoning is cut there, the budget message and end tag are
+forced, and the script's answer after its own end tag follows).
 
 A request with an output constraint (``response_format``, ``tool_choice``, ...) cannot steer a
 script, so the answer is checked against the request's grammar, token by token with the folder's
@@ -57,6 +59,7 @@ from typing import Any
 import yaml
 
 from ..errors import ApiError
+from ..reasoning_budget import BudgetWatch, ReasoningBudget
 from ..sampling.constraints import CONSTRAINT_FIELDS, compiled
 from ..sampling.grammar_check import Violation, byte_ids, first_violation, ll_tokenizer
 from ..templating import find_chat_template
@@ -345,6 +348,15 @@ class ScriptedEngine:
                 pass
         return ll_tokenizer(None), byte_ids(text)
 
+    def _cut_reasoning(self, rest: Iterator[str], budget: ReasoningBudget) -> Iterator[str]:
+        """The scripted output after its reasoning budget is spent: the forced message and end tag,
+        then the script's answer (what follows its own end tag), as a model that was made to stop
+        thinking would go on to answer."""
+        text = "".join(rest)
+        end = text.find(budget.end_tag)
+        answer = text[end + len(budget.end_tag):] if end >= 0 else ""
+        return itertools.chain(self._tokenizer.pieces(budget.injection), self._tokenizer.pieces(answer))
+
     async def _replay(self, pieces: Iterator[str], budget: int, stops: tuple[str, ...], prompt_tokens: int,
                       failure: str | None, params: GenerationParams) -> AsyncIterator[Step | Finish]:
         """Scripted tokens are certain: each has log-probability 0, and is its own only alternative."""
@@ -352,8 +364,12 @@ class ScriptedEngine:
         started = time.perf_counter()
         held = ""  # text that could still be the start of a stop string
         count = 0
+        queue = pieces  # pieces come lazily (a long answer is never held whole); a budget cut replaces the rest
+        watch = BudgetWatch(params.reasoning_budget) if params.reasoning_budget is not None else None
+        if watch is not None and watch.due_at_start():
+            queue = self._cut_reasoning(queue, watch.budget)
         try:
-            for piece in pieces:
+            while (piece := next(queue, None)) is not None:
                 if self._unloaded:
                     raise ScriptedFailure("the job was aborted because the model was unloaded")
                 if count == budget:
@@ -364,6 +380,8 @@ class ScriptedEngine:
                 elif count % _YIELD_EVERY == 0:
                     await asyncio.sleep(0)
                 count += 1
+                if watch is not None and watch.feed(piece, 1):
+                    queue = self._cut_reasoning(queue, watch.budget)
                 certain = (TokenLogprob(piece, 0.0, ((piece, 0.0),)[:params.top_logprobs]),) \
                     if params.top_logprobs is not None else ()
                 text = held + piece

@@ -54,6 +54,9 @@ class JobHandle:
     results: asyncio.Queue[dict[str, Any] | BaseException | None] = field(default_factory=asyncio.Queue)
     job: Any = None
     done: bool = False
+    #: Called on the worker thread with the job once it is queued (result None), then after each of
+    #: its results: the one place a request may act on its running job (force output into it).
+    watch: Callable[[Any, dict[str, Any] | None], None] | None = None
 
     def deliver(self, item: dict[str, Any] | BaseException | None) -> None:
         with contextlib.suppress(RuntimeError):  # a closed event loop: nobody is waiting any more
@@ -74,9 +77,11 @@ class GeneratorWorker:
         self._generator = self._make_generator()
         self._thread.start()
 
-    def submit(self, build_job: Callable[[], Any]) -> JobHandle:
-        """Queue a job; ``build_job`` runs on the worker thread (it may touch the tokenizer)."""
-        handle = JobHandle(asyncio.get_running_loop())
+    def submit(self, build_job: Callable[[], Any],
+               watch: Callable[[Any, dict[str, Any] | None], None] | None = None) -> JobHandle:
+        """Queue a job; ``build_job`` and ``watch`` run on the worker thread (they may touch the
+        tokenizer and the job)."""
+        handle = JobHandle(asyncio.get_running_loop(), watch=watch)
         self._commands.put(("enqueue", build_job, handle))
         return handle
 
@@ -131,6 +136,7 @@ class GeneratorWorker:
             handle.deliver(error)
             return
         self._handles[id(handle.job)] = handle
+        self._watch(handle, None)
 
     def _iterate(self) -> None:
         try:
@@ -150,6 +156,20 @@ class GeneratorWorker:
             handle.deliver(result)
             if result.get("eos") or result.get("stage") == "error":
                 self._finish(handle, None)
+            else:
+                self._watch(handle, result)
+
+    def _watch(self, handle: JobHandle, result: dict[str, Any] | None) -> None:
+        """Run a job's watch; one that fails ends its job with the error, not the generator."""
+        if handle.watch is None:
+            return
+        try:
+            handle.watch(handle.job, result)
+        except Exception as error:
+            logger.exception("a job's watch failed")
+            if self._generator is not None:
+                self._generator.cancel(handle.job)
+            self._finish(handle, error)
 
     def _report(self, description: str) -> None:
         self.issues.append({"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "description": description})

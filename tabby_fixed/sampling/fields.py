@@ -7,6 +7,8 @@ sets a field.
 
 from __future__ import annotations
 
+import contextlib
+import json
 from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -71,10 +73,24 @@ class SamplerFields(BaseModel):
     loop_detect_window: int | None = Field(None, ge=0)
     seed: int | None = None
 
-    @field_validator("stop", "banned_strings", "dry_sequence_breakers", mode="before")
+    @field_validator("stop", "banned_strings", mode="before")
     @classmethod
     def _one_or_many(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value
+
+    @field_validator("dry_sequence_breakers", mode="before")
+    @classmethod
+    def _json_breakers(cls, value: Any) -> Any:
+        """SillyTavern sends the breakers as one JSON string, '["\\n", ":"]' (or without the
+        brackets); upstream reads that as the list. A string that is not JSON is one breaker
+        (upstream drops it)."""
+        if not isinstance(value, str):
+            return value
+        with contextlib.suppress(ValueError):
+            parsed = json.loads(value if value.lstrip().startswith("[") else f"[{value}]")
+            if isinstance(parsed, list) and all(isinstance(item, str) for item in parsed):
+                return parsed
+        return [value]
 
     @field_validator("banned_tokens", "allowed_tokens", mode="before")
     @classmethod

@@ -176,6 +176,12 @@ class _Builder:
         return rule
 
 
+def enforces(tools: list[Mapping[str, Any]], choice: Any, parallel: bool) -> bool:
+    """Whether a request's tool calls need a grammar: not for ``auto`` with parallel calls allowed
+    and no strict tool (a call is then whatever the model writes), nor without tools."""
+    return bool(tools) and (choice != "auto" or not parallel or any(_function(t).get("strict") for t in tools))
+
+
 def tool_call_grammar(syntax: CallSyntax, tools: list[Mapping[str, Any]], choice: Any, parallel: bool,
                       added_tokens: Mapping[str, int]) -> str | None:
     """The Lark grammar for a request's tool calls (its rule ``start``), or None when nothing needs
@@ -183,8 +189,7 @@ def tool_call_grammar(syntax: CallSyntax, tools: list[Mapping[str, Any]], choice
 
     ``choice`` is ``auto``, ``none``, ``required`` or the name of the one tool to call.
     """
-    strict = any(_function(t).get("strict") for t in tools)
-    if choice == "auto" and parallel and not strict:
+    if not enforces(tools, choice, parallel):
         return None
     literal = Literals(added_tokens)
     after = literal.anything_but(syntax.trigger)  # a token trigger: any other tokens, else text without it

@@ -20,6 +20,7 @@ from ..auth import ApiPermission, require_admin
 from ..errors import ApiError, not_found
 from ..names import plain_name
 from ..sampling import Preset, list_presets, parse_overrides, preset_dirs
+from ..templating import named_template, template_names
 from .models import LoadedModel, model_folder
 from .requests import RequestBody
 from .sse import frame, sse_response
@@ -79,10 +80,10 @@ class TemplateSwitch(RequestBody):
 @router.get("/v1/templates")
 @router.get("/v1/template/list")
 async def templates(request: Request, permission: ApiPermission) -> dict[str, Any]:
-    """Admin keys see every ``templates/*.jinja``; API keys the template in use, as upstream."""
+    """Admin keys see every ``templates/*.jinja`` and the shipped ones (upstream ships chatml and
+    alpaca in its templates/); API keys the template in use, as upstream."""
     if permission == "admin":
-        folder = request.app.state.config.resolve("templates")
-        names = sorted(p.stem for p in folder.glob("*.jinja")) if folder.is_dir() else []
+        names = template_names(request.app.state.config.resolve("templates"))
     else:
         model: LoadedModel | None = request.app.state.model
         names = [model.chat.chat_template_name] if model and model.chat.chat_template_name else []
@@ -94,10 +95,11 @@ async def switch_template(request: Request) -> dict[str, Any]:
     body: TemplateSwitch = await read_json(request, TemplateSwitch)
     model = await serving(request.app, None, "admin")
     name = plain_name(body.prompt_template_name, "prompt_template_name")
-    path = request.app.state.config.resolve("templates") / f"{name}.jinja"
-    if not path.is_file():
-        raise not_found(f"No template '{name}': templates/{name}.jinja does not exist.", param="prompt_template_name")
-    chat = dataclasses.replace(model.chat, chat_template=path.read_text(encoding="utf-8"), chat_template_name=name)
+    found = named_template(name, request.app.state.config.resolve("templates"))
+    if found is None:
+        raise not_found(f"No template '{name}': there is no {name}.jinja in templates/ or among the shipped ones.",
+                        param="prompt_template_name")
+    chat = dataclasses.replace(model.chat, chat_template=found[1], chat_template_name=found[0])
     request.app.state.model = dataclasses.replace(model, chat=chat)
     return {"prompt_template": name}
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import traceback
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,15 +20,17 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from .. import __version__
 from ..auth import KeyStore
 from ..config import TabbyConfig
 from ..errors import ApiError
 from . import admin, anthropic, apidoc, openai, responses, tabby
+from .asgi import HttpMiddleware
 from .models import ModelManager
 from .prepare import prepare
+from .request_log import RequestLog
 from .response_store import ResponseStore
 
 logger = logging.getLogger(__name__)
@@ -58,6 +61,8 @@ def create_app(config: TabbyConfig) -> FastAPI:
     app.add_middleware(_Unexpected)
     app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["*"], allow_headers=["*"],
                        allow_credentials=True)
+    if config.logging.log_requests:
+        app.add_middleware(RequestLog)
     app.include_router(openai.router)
     app.include_router(anthropic.router)
     app.include_router(responses.router)
@@ -96,20 +101,14 @@ def _add_error_handlers(app: FastAPI) -> None:
 
 
 
-class _Unexpected:
+class _Unexpected(HttpMiddleware):
     """Any other failure before the response started becomes a 500 with a message.
 
     A plain ASGI middleware rather than an ``Exception`` handler: Starlette re-raises after such
     a handler, and uvicorn then drops the keep-alive connection the reply went out on.
     """
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = False
 
         async def watch(message: Message) -> None:
@@ -123,5 +122,7 @@ class _Unexpected:
             if started:
                 raise
             logger.exception("request failed")
-            failure = ApiError(500, f"The server failed: {type(error).__name__}: {error}", type="server_error")
+            trace = traceback.format_exc() if scope["app"].state.config.network.send_tracebacks else None
+            failure = ApiError(500, f"The server failed: {type(error).__name__}: {error}", type="server_error",
+                               trace=trace)
             await _error(failure, scope.get("path", ""))(scope, receive, send)

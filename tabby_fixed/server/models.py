@@ -96,7 +96,9 @@ def open_model(config: TabbyConfig, folder: Path, request: dict[str, Any] | None
         template_vars_default=settings.template_vars_default,
         template_vars_force={**({"enable_thinking": True} if settings.force_enable_thinking else {}),
                              **settings.template_vars_force},
-        bos_token=info.bos_token, eos_token=info.eos_token)
+        bos_token=info.bos_token, eos_token=info.eos_token, pad_token=info.pad_token, unk_token=info.unk_token,
+        reasoning_budget_tokens=settings.reasoning_budget_tokens,
+        reasoning_budget_message=settings.reasoning_budget_message)
     card = read_model_card(folder) if config.sampling.model_card_defaults else {}
     logger.info("loaded %s (%s engine, context %d, model card samplers: %s)", info.name, type(engine).__name__,
                 info.max_seq_len, card or "none")

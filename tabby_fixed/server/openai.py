@@ -13,6 +13,7 @@ import dataclasses
 import json
 import logging
 import time
+import traceback
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from ..auth import ApiPermission
-from ..chat import build_prompt, chat_constraint, last_user_text, output_parser, transcript
+from ..chat import build_prompt, chat_constraint, last_user_text, output_parser, reasoning_budget, transcript
 from ..config import NetworkConfig
 from ..engine.base import Finish, GenerationParams, GenerationRequest, Step, TokenLogprob
 from ..errors import ApiError
@@ -31,10 +32,11 @@ from ..reasoning import ReasoningDelta
 from ..sampling import resolve
 from ..sampling.constraints import compiled, constraint_for
 from ..toolcalls import ContentDelta, ToolCallArgs, ToolCallBegin
+from .debug_log import write_chat_log
 from .models import LoadedModel
-from .requests import ChatCompletionRequest, CompletionRequest, GenerationFields
+from .requests import ChatCompletionRequest, CompletionRequest, GenerationFields, parse_body
 from .sse import DONE, frame, ping, run_jobs, sse_response
-from .state import read_json, serving, unless_disconnected
+from .state import read_body, read_json, serving, unless_disconnected
 
 router = APIRouter(prefix="/v1", tags=["openai"])
 logger = logging.getLogger(__name__)
@@ -169,10 +171,10 @@ def _error_frame(error: ApiError) -> bytes:
     return frame(error.body())
 
 
-async def guarded(body: AsyncIterator[bytes],
-                  error_frame: Callable[[ApiError], bytes] = _error_frame) -> AsyncIterator[bytes]:
+async def guarded(body: AsyncIterator[bytes], error_frame: Callable[[ApiError], bytes] = _error_frame,
+                  send_traceback: bool = False) -> AsyncIterator[bytes]:
     """Once the stream has started, an error can only be reported in it: one error event (in the
-    route's own shape), then the end."""
+    route's own shape), then the end (with the traceback under ``network.send_tracebacks``)."""
     try:
         async for piece in body:
             yield piece
@@ -180,7 +182,8 @@ async def guarded(body: AsyncIterator[bytes],
         yield error_frame(error)
     except Exception as error:
         logger.exception("generation failed mid-stream")
-        yield error_frame(ApiError(500, f"Generation failed: {type(error).__name__}: {error}", type="server_error"))
+        yield error_frame(ApiError(500, f"Generation failed: {type(error).__name__}: {error}", type="server_error",
+                                   trace=traceback.format_exc() if send_traceback else None))
 
 
 # -- chat ---------------------------------------------------------------------------------------
@@ -198,14 +201,21 @@ class ChatJob:
     parsers: list[OutputParser]  # one per choice
 
     @classmethod
-    async def start(cls, request: Request, permission: str, chat: ChatCompletionRequest) -> ChatJob:
+    async def start(cls, request: Request, permission: str, chat: ChatCompletionRequest,
+                    raw_body: bytes | None = None) -> ChatJob:
+        """``raw_body``: the request as the client sent it, for ``logging.log_chat_completion_requests``."""
         model = await serving(request.app, chat.model, permission)
         prompt = build_prompt(model.chat, chat)
-        if request.app.state.config.logging.log_prompt:
+        logging_config = request.app.state.config.logging
+        if raw_body is not None and logging_config.log_chat_completion_requests:
+            await write_chat_log(request, raw_body, prompt)
+        if logging_config.log_prompt:
             logger.info("prompt:\n%s", prompt)
         params, sources = _generation(request.app, model, chat)
-        params = dataclasses.replace(params, constraint=chat_constraint(
-            model.chat, chat, prompt, params.constraint, model.engine.info.added_tokens))
+        params = dataclasses.replace(
+            params, constraint=chat_constraint(model.chat, chat, prompt, params.constraint,
+                                               model.engine.info.added_tokens),
+            reasoning_budget=reasoning_budget(model.chat, chat, prompt))
         choices = await _Choices.start(request, model, [prompt] * chat.n, params, [last_user_text(chat)] * chat.n,
                                        transcript(chat))
         parsers = [output_parser(model.chat, chat, prompt) for _ in range(chat.n)]
@@ -254,11 +264,14 @@ class Done:
 
 @router.post("/chat/completions")
 async def chat_completions(request: Request, permission: ApiPermission) -> Response:
-    chat: ChatCompletionRequest = await read_json(request, ChatCompletionRequest)
-    job = await ChatJob.start(request, permission, chat)
+    body = await read_body(request)
+    chat: ChatCompletionRequest = parse_body(body, ChatCompletionRequest,
+                                             request.app.state.config.network.max_json_depth)
+    job = await ChatJob.start(request, permission, chat, raw_body=body)
     reply = _Reply("chatcmpl", job.model.name)
     if (streaming := stream_settings(request, chat)) is not None:
-        return sse_response(guarded(_stream_chat(reply, job.choices, job.parsers, *streaming)), job.headers)
+        return sse_response(guarded(_stream_chat(reply, job.choices, job.parsers, *streaming),
+                                    send_traceback=request.app.state.config.network.send_tracebacks), job.headers)
     outputs, logprobs = await job.outputs()
     wanted = job.params.top_logprobs is not None
     return JSONResponse(reply.chat_completion(outputs, job.choices.done(), logprobs if wanted else None),
@@ -364,7 +377,8 @@ async def completions(request: Request, permission: ApiPermission) -> Response:
     reply = _Reply("cmpl", model.name)
     headers = {"x-sampler-source": sources}
     if (streaming := stream_settings(request, completion)) is not None:
-        return sse_response(guarded(_stream_text(reply, choices, *streaming)), headers)
+        return sse_response(guarded(_stream_text(reply, choices, *streaming),
+                                    send_traceback=request.app.state.config.network.send_tracebacks), headers)
     texts, logprobs = await unless_disconnected(request, choices.collect())
     finishes = choices.done()
     wanted = params.top_logprobs is not None

@@ -89,6 +89,14 @@ class GenerationFields(SamplerFields):
     response_format: ResponseFormat | None = None
 
 
+class ReasoningRequest(RequestBody):
+    """OpenRouter's and the Responses API's ``reasoning`` object, as upstream reads it."""
+
+    effort: str | None = None
+    enabled: bool | None = None
+    max_tokens: int | None = None
+
+
 class ChatCompletionRequest(GenerationFields):
     messages: list[ChatMessage] = Field(min_length=1)
     tools: list[ToolSpec] | None = None
@@ -101,6 +109,12 @@ class ChatCompletionRequest(GenerationFields):
                                           validation_alias=AliasChoices("template_vars", "chat_template_kwargs"))
     reasoning_effort: str | None = None
     enable_thinking: bool | None = None
+    reasoning: ReasoningRequest | None = None
+    verbosity: str | None = None
+    functions: list[dict[str, Any]] | None = None  # OpenAI's deprecated tools list, passed to the template
+    reasoning_budget_tokens: int | None = Field(None, validation_alias=AliasChoices(
+        "reasoning_budget_tokens", "reasoning_budget", "thinking_budget", "thinking_token_budget"))
+    reasoning_budget_message: str | None = None
 
     @field_validator("continue_final_message")
     @classmethod

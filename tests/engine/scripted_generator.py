@@ -5,7 +5,8 @@ Everything a server sees of the generator is the library's code: ``enqueue`` (th
 preparation and page hashing), ``cancel``, starting jobs and allocating their pages, and above
 all ``Job.receive_sample``, which turns each token into the result dicts (text, held text, stop
 tokens and strings, ``held`` on EOS, timings). Only what needs CUDA is stood in for: the prompt is
-taken as prefilled in one step, and each active job's next token comes from the script.
+taken as prefilled in one step, and each active job's next token comes from the script (or from
+the job's forced tokens, as ``Job.receive_logits`` takes them).
 """
 
 from __future__ import annotations
@@ -61,9 +62,14 @@ class ScriptedGenerator(exllamav3.Generator):
         finished = []
         for job in list(self.active_jobs):
             self._prefill(job)
-            position = self.sampled.get(job.serial_number, 0)
-            self.sampled[job.serial_number] = position + 1
-            token = self.script[min(position, len(self.script) - 1)]
+            if job.forced_ids is not None and job.new_tokens >= 0:
+                # As Job.receive_logits does: a token forced by constrain_output_now replaces the
+                # sampler's choice (the script waits meanwhile, as a model's next choice would).
+                token = int(job._pop_forced_token(torch.device("cpu"))[0, 0])
+            else:
+                position = self.sampled.get(job.serial_number, 0)
+                self.sampled[job.serial_number] = position + 1
+                token = self.script[min(position, len(self.script) - 1)]
             if token == self.fail_on:
                 self.reap_failed_job(job, ValueError("bad job"), results)
                 continue

@@ -4,6 +4,7 @@ build (samplers, filters, jobs) are accepted by the library's own constructors."
 from __future__ import annotations
 
 import inspect
+import logging
 
 import exllamav3
 import pytest
@@ -18,6 +19,8 @@ from tabby_fixed.engine.exllamav3 import (
     generator_kwargs,
     job_kwargs,
     load_kwargs,
+    nccl_available,
+    output_chunk,
     output_filters,
     result_to_steps,
     sampler_steps,
@@ -68,13 +71,33 @@ def test_every_keyword_we_pass_exists_in_the_real_signatures():
     assert {"cache", "max_chunk_size"} <= parameters(exllamav3.Model.warmup)
 
 
-def test_load_arguments_by_split_mode():
+def test_load_arguments_by_split_mode(caplog: pytest.LogCaptureFixture) -> None:
     auto = load_kwargs(ModelConfig(autosplit_reserve=[512, 1024]), 4, None)
     assert auto["reserve_per_device"] == [0.5, 1.0] and "use_per_device" not in auto
     manual = load_kwargs(ModelConfig(gpu_split=[20, 24], gpu_split_auto=False), 4, None)
     assert manual["use_per_device"] == [20, 24] and "reserve_per_device" not in manual
-    parallel = load_kwargs(ModelConfig(tensor_parallel=True, tensor_parallel_backend="nccl"), 4, None)
-    assert parallel["tensor_p"] is True and parallel["tp_backend"] == "nccl"
+    # As upstream: a non-empty gpu_split wins over gpu_split_auto, and applies under tensor parallel.
+    split_wins = load_kwargs(ModelConfig(gpu_split=[20, 24], gpu_split_auto=True), 4, None)
+    assert split_wins["use_per_device"] == [20, 24] and "reserve_per_device" not in split_wins
+    parallel_split = load_kwargs(ModelConfig(tensor_parallel=True, gpu_split=[10, 10]), 4, None)
+    assert parallel_split["tensor_p"] is True and parallel_split["use_per_device"] == [10, 10]
+    parallel = load_kwargs(ModelConfig(tensor_parallel=True), 4, None)
+    assert parallel["tp_backend"] == "native" and "use_per_device" not in parallel
+    assert "reserve_per_device" not in parallel
+
+
+def test_nccl_falls_back_to_native_where_missing(caplog: pytest.LogCaptureFixture) -> None:
+    assert not nccl_available()  # this CPU-only torch has no NCCL
+    with caplog.at_level(logging.WARNING):
+        parallel = load_kwargs(ModelConfig(tensor_parallel=True, tensor_parallel_backend="nccl"), 4, None)
+    assert parallel["tensor_p"] is True and parallel["tp_backend"] == "native"
+    assert "NCCL is not available" in caplog.text
+
+
+def test_output_chunking_caps_each_jobs_pages() -> None:
+    assert output_chunk(ModelConfig(chunk_size=1000)) == 1024
+    assert output_chunk(ModelConfig(chunk_size=1000, output_chunking=False)) is None
+    assert job_kwargs(NEUTRAL, 10, [2], None)["max_rq_tokens"] is None
 
 
 def test_draft_modes(exl_config, model_folder):

@@ -5,6 +5,7 @@ dict the engine reads is one the library built."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from tabby_fixed.engine.base import Constraint, Finish, GenerationParams, Genera
 from tabby_fixed.engine.exllamav3 import ExLlamaV3Engine
 from tabby_fixed.engine.worker import GeneratorFailed, GeneratorWorker
 from tabby_fixed.errors import ApiError
+from tabby_fixed.reasoning_budget import ReasoningBudget
 from tabby_fixed.sampling import NEUTRAL
 from tests.engine.scripted_generator import ScriptedGenerator
 
@@ -240,3 +242,24 @@ def test_a_generator_that_cannot_be_rebuilt_fails_requests_instead_of_hanging(mo
     broken[0] = False
     assert text_of(asyncio.run(bounded())) == "ab" and engine.health_issues() == []
     engine._worker.stop()
+
+
+def test_the_reasoning_budget_forces_the_message_and_end_tag_into_the_job(scripted, tokenizer):
+    engine, _ = scripted("one two three four five six seven</think>The answer.")
+    budget = ReasoningBudget(3, " Enough.</think>", "<think>", "</think>", starts_inside=True)
+    req = request("<|im_start|>assistant\n<think>\n", max_tokens=300)
+    req = GenerationRequest(req.prompt, dataclasses.replace(req.params, reasoning_budget=budget))
+    items = asyncio.run(collect(engine, req))
+    text = text_of(items)
+    reasoning, _, answer = text.partition(" Enough.</think>")
+    assert _ and len(tokenizer.encode(reasoning)[0]) == 3, text  # cut right at the budget
+    # The model goes on from where it was (here: the script resumes where it was cut).
+    assert "one two three four five six seven</think>The answer.".startswith(reasoning + answer)
+    assert items[-1].completion_tokens == sum(step.token_count for step in items if isinstance(step, Step)) + 1
+
+
+def test_a_zero_budget_ends_reasoning_before_the_first_token(scripted, tokenizer):
+    engine, _ = scripted("thinking</think>Answer")
+    budget = ReasoningBudget(0, "</think>", "<think>", "</think>", starts_inside=True)
+    req = GenerationRequest("<think>\n", GenerationParams(max_tokens=50, sampler=NEUTRAL, reasoning_budget=budget))
+    assert text_of(asyncio.run(collect(engine, req))).startswith("</think>thinking")

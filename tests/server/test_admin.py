@@ -132,7 +132,7 @@ def test_switching_presets_under_load_never_mixes_two_presets(admin_server):
 
 
 def test_templates_list_switch_and_unload(admin_server):
-    assert httpx.get(admin_server.v1 + "/templates", headers=ADMIN).json()["data"] == ["plain"]
+    assert httpx.get(admin_server.v1 + "/templates", headers=ADMIN).json()["data"] == ["alpaca", "chatml", "plain"]
     assert httpx.get(admin_server.v1 + "/template/list", headers=API).json()["data"] == ["chatml_tools"]
     missing = httpx.post(admin_server.v1 + "/template/switch", headers=ADMIN, json={"prompt_template_name": "nope"})
     assert missing.status_code == 404 and "nope" in missing.json()["error"]["message"]
@@ -143,9 +143,23 @@ def test_templates_list_switch_and_unload(admin_server):
     tokens = httpx.post(admin_server.v1 + "/token/encode", headers=API, json={"text": USER}).json()
     text = httpx.post(admin_server.v1 + "/token/decode", headers=API, json={"tokens": tokens["tokens"]}).json()
     assert text["text"].startswith("user: RAW:hello")
+    shipped = httpx.post(admin_server.v1 + "/template/switch", headers=ADMIN, json={"name": "chatml"})
+    assert shipped.json() == {"prompt_template": "chatml"}
+    tokens = httpx.post(admin_server.v1 + "/token/encode", headers=API, json={"text": USER}).json()
+    text = httpx.post(admin_server.v1 + "/token/decode", headers=API, json={"tokens": tokens["tokens"]}).json()
+    assert text["text"] == "<|im_start|>user\nRAW:hello"  # encode renders without a generation prompt
     httpx.post(admin_server.v1 + "/template/unload", headers=ADMIN)
     disabled = httpx.post(admin_server.v1 + "/chat/completions", headers=API, json={"messages": USER})
     assert disabled.status_code == 422 and disabled.json()["error"]["code"] == "no_chat_template"
+
+
+def test_prompt_template_with_the_jinja_suffix_picks_a_shipped_template(tmp_path):
+    make_models(tmp_path)
+    for server in serve(tmp_path, "tester", "--prompt-template", "alpaca.jinja"):
+        assert httpx.get(server.v1 + "/model", headers=API).json()["parameters"]["prompt_template"] == "alpaca"
+        tokens = httpx.post(server.v1 + "/token/encode", headers=API, json={"text": USER}).json()
+        text = httpx.post(server.v1 + "/token/decode", headers=API, json={"tokens": tokens["tokens"]}).json()
+        assert text["text"] == "\n\n### Instruction:\nRAW:hello"
 
 
 def test_draft_and_dummy_models(tmp_path):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import logging
+
 import httpx
 import pytest
 
@@ -12,8 +15,10 @@ USER = [{"role": "user", "content": "RAW:hello"}]
 
 def error_of(response: httpx.Response, status: int) -> dict:
     assert response.status_code == status, response.text
-    error = response.json()["error"]
+    body = response.json()
+    error = body["error"]
     assert set(error) == {"message", "type", "param", "code"} and error["message"]
+    assert body["detail"] == error["message"]  # upstream's key, for clients written against TabbyAPI
     return error
 
 
@@ -133,3 +138,46 @@ def test_engine_failure_without_streaming_is_a_500_with_a_message(http: httpx.Cl
                      500)
     assert "injected fault" in error["message"]
     assert http.post("/v1/chat/completions", json={"messages": USER}).status_code == 200
+
+
+def test_send_tracebacks_puts_the_trace_in_the_error(workspace):
+    crash = {"messages": [{"role": "user", "content": "CRASH:x"}]}
+    for server in serve(workspace, "tester", "--send-tracebacks", "true"):
+        with httpx.Client(base_url=server.url, headers={"authorization": f"Bearer {API_KEY}"}) as http:
+            response = http.post("/v1/chat/completions", json=crash)
+            streamed = http.post("/v1/chat/completions", json={**crash, "stream": True}).text
+    assert response.status_code == 500
+    error = response.json()["error"]
+    assert error["trace"].startswith("Traceback") and "injected fault" in error["trace"]
+    assert response.json()["detail"] == error["message"]
+    [event] = [json.loads(line[6:]) for line in streamed.splitlines() if line.startswith('data: {"error"')]
+    assert "injected fault" in event["error"]["trace"] and event["detail"] == event["error"]["message"]
+
+
+def test_log_requests_logs_method_url_and_body_but_no_key(workspace, caplog: pytest.LogCaptureFixture):
+    with caplog.at_level(logging.INFO, logger="tabby_fixed.server.request_log"):
+        for server in serve(workspace, "tester", "--log-requests", "true"):
+            with httpx.Client(base_url=server.url, headers={"authorization": f"Bearer {API_KEY}"}) as http:
+                assert http.post("/v1/chat/completions", json={"messages": USER}).status_code == 200
+                assert http.get("/v1/models", params={"x": "1"}).status_code == 200
+    text = "\n".join(record.getMessage() for record in caplog.records)
+    assert "POST /v1/chat/completions" in text and "RAW:hello" in text
+    assert "GET /v1/models?x=1" in text
+    assert API_KEY not in text and "[redacted]" in text
+
+
+def test_log_chat_completion_requests_writes_the_request_and_its_prompt(tmp_path):
+    from tests.server.conftest import make_models
+
+    make_models(tmp_path)
+    body = {"messages": USER, "max_tokens": 20, "metadata": {"api_key": "secret-in-body"}}
+    for server in serve(tmp_path, "tester", "--log-chat-completion-requests", "true"):
+        with httpx.Client(base_url=server.url, headers={"authorization": f"Bearer {API_KEY}"}) as http:
+            assert http.post("/v1/chat/completions", json=body).status_code == 200
+    [record] = (tmp_path / "logs" / "debug").glob("*.json")
+    logged = json.loads(record.read_text())["request"]
+    assert logged["path"] == "/v1/chat/completions" and logged["body"]["messages"] == USER
+    assert logged["headers"]["authorization"] == "[redacted]" and logged["body"]["metadata"]["api_key"] == "[redacted]"
+    assert API_KEY not in record.read_text() and "secret-in-body" not in record.read_text()
+    prompt = record.with_suffix(".txt").read_text()
+    assert prompt.endswith("<|im_start|>user\nRAW:hello<|im_end|>\n<|im_start|>assistant\n")
