@@ -202,7 +202,7 @@ def chat_constraint(model: ChatModel, chat: ChatCompletionRequest, prompt: str, 
                     added_tokens: Mapping[str, int]) -> Constraint | None:
     """The request's one output constraint: the tool-call grammar its ``tool_choice``, strict tools
     and ``parallel_tool_calls`` need, or its ``response_format``; starting after the reasoning section."""
-    syntax = get_format(model.tool_format).syntax if model.tool_format else None
+    syntax = get_format(model.tool_format).call_syntax() if model.tool_format else None
     choice = tool_choice_name(chat)
     tools = [tool.model_dump(exclude_none=True) for tool in chat.tools or ()]
     lark = tool_call_grammar(syntax, tools, choice, chat.parallel_tool_calls, added_tokens) \

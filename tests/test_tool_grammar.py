@@ -19,6 +19,7 @@ from tabby_fixed.sampling.grammar_check import first_violation, ll_tokenizer
 from tabby_fixed.sampling.tool_grammar import tool_call_grammar
 from tabby_fixed.toolcalls import ToolCallParser
 from tabby_fixed.toolcalls.conformance import CASES, TOOLS
+from tabby_fixed.toolcalls.formats import FORMATS as FORMATS_BY_NAME
 from tabby_fixed.toolcalls.formats import get_format
 from tabby_fixed.toolcalls.formats.base import CallSyntax
 
@@ -227,3 +228,12 @@ def test_json_arguments_after_a_header(vocab, shape):
     assert accepts(vocab, grammar("auto", tools=STRICT), "Prose [ARGS] first.\n" + block(
         [one("write_file", 0, '{"path": "a", "mode": 644}')]))
     assert not accepts(vocab, grammar("auto", tools=STRICT), block([one("write_file", 0, '{"path": "a"}')]))
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS_BY_NAME))
+def test_every_format_grammar_starts_where_its_parser_does(name):
+    """A format declares its own call syntax or none: a subclass that moves the start tag and
+    inherits its parent's syntax would have the grammar steer the model to the parent's calls."""
+    fmt = FORMATS_BY_NAME[name]
+    if fmt.syntax is not None:
+        assert fmt.call_syntax() is fmt.syntax, f"{name} inherits a syntax that starts with {fmt.syntax.trigger!r}"

@@ -94,6 +94,12 @@ class CallFormat:
     #: How calls are written, for the grammar that enforces ``tool_choice`` (None: not enforceable).
     syntax: CallSyntax | None = None
 
+    def call_syntax(self) -> CallSyntax | None:
+        """The format's call syntax when it is its own: one whose trigger is not among the format's
+        start markers was inherited from a format that starts calls elsewhere, and would steer the
+        model to another format's calls (such a subclass declares its own, or none)."""
+        return self.syntax if self.syntax is not None and self.syntax.trigger in self.start_markers else None
+
     def open_call(self, text: str, final: bool, schemas: ToolSchemas) -> Answer:
         """At a start marker: Opened, JsonOpened, NEED or None."""
         raise NotImplementedError
