@@ -205,10 +205,12 @@ def chat_constraint(model: ChatModel, chat: ChatCompletionRequest, prompt: str, 
     syntax = get_format(model.tool_format).call_syntax() if model.tool_format else None
     choice = tool_choice_name(chat)
     tools = [tool.model_dump(exclude_none=True) for tool in chat.tools or ()]
+    needed = enforces(tools, choice, chat.parallel_tool_calls) and not (choice == "none" and requested is not None)
+    if needed and syntax is None:
+        logger.warning("tool_choice %r (strict tools, parallel_tool_calls) is not enforced: the model's tool format "
+                       "(%s) has no call grammar", choice, model.tool_format)
     lark = tool_call_grammar(syntax, tools, choice, chat.parallel_tool_calls, added_tokens) \
-        if syntax is not None and tools and not (choice == "none" and requested is not None) else None
-    if lark is None and chat.tools and choice != "auto" and syntax is None:
-        logger.warning("tool_choice %r is not enforced: the model has no tool format with a grammar", choice)
+        if needed and syntax is not None else None
     if lark is not None and requested is not None:
         raise ApiError(400, f"response_format cannot be combined with tool_choice {choice!r} (or strict tools, or "
                             f"parallel_tool_calls: false): the output follows one grammar.", param="response_format")

@@ -237,3 +237,16 @@ def test_every_format_grammar_starts_where_its_parser_does(name):
     fmt = FORMATS_BY_NAME[name]
     if fmt.syntax is not None:
         assert fmt.call_syntax() is fmt.syntax, f"{name} inherits a syntax that starts with {fmt.syntax.trigger!r}"
+
+
+def test_a_model_without_a_call_grammar_says_the_choice_is_not_enforced(caplog):
+    from tabby_fixed.chat import ChatModel, chat_constraint
+    from tabby_fixed.server.requests import ChatCompletionRequest
+
+    chat = ChatCompletionRequest.model_validate({"messages": [{"role": "user", "content": "hi"}], "tools": TOOLS,
+                                                 "tool_choice": "required"})
+    model = ChatModel("plain", "{{ messages }}", None, None, reasoning=False)
+    assert chat_constraint(model, chat, "prompt", None, {}) is None
+    assert "tool_choice 'required' (strict tools, parallel_tool_calls) is not enforced" in caplog.text
+    with_format = ChatModel("coder", "{{ messages }}", None, "qwen3_coder", reasoning=False)
+    assert chat_constraint(with_format, chat, "prompt", None, {}).kind == "tools"

@@ -22,7 +22,7 @@ def ll_tokenizer(tokenizer_json: str | None, eos_id: int | None = None) -> llgui
         from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
         alphabet = pre_tokenizers.ByteLevel.alphabet()
-        byte_chars = sorted(alphabet, key=lambda c: _byte_of(c))
+        byte_chars = sorted(alphabet, key=_byte_of)
         tokenizer = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(byte_chars)}, merges=[]))
         tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
         tokenizer.decoder = decoders.ByteLevel()
