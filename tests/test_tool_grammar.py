@@ -19,7 +19,6 @@ from tabby_fixed.sampling.grammar_check import first_violation, ll_tokenizer
 from tabby_fixed.sampling.tool_grammar import tool_call_grammar
 from tabby_fixed.toolcalls import ToolCallParser
 from tabby_fixed.toolcalls.conformance import CASES, TOOLS
-from tabby_fixed.toolcalls.formats import FORMATS as FORMATS_BY_NAME
 from tabby_fixed.toolcalls.formats import get_format
 from tabby_fixed.toolcalls.formats.base import CallSyntax
 
@@ -230,13 +229,16 @@ def test_json_arguments_after_a_header(vocab, shape):
     assert not accepts(vocab, grammar("auto", tools=STRICT), block([one("write_file", 0, '{"path": "a"}')]))
 
 
-@pytest.mark.parametrize("name", sorted(FORMATS_BY_NAME))
-def test_every_format_grammar_starts_where_its_parser_does(name):
-    """A format declares its own call syntax or none: a subclass that moves the start tag and
-    inherits its parent's syntax would have the grammar steer the model to the parent's calls."""
-    fmt = FORMATS_BY_NAME[name]
-    if fmt.syntax is not None:
-        assert fmt.call_syntax() is fmt.syntax, f"{name} inherits a syntax that starts with {fmt.syntax.trigger!r}"
+def test_a_format_that_moves_the_start_tag_does_not_inherit_its_parents_grammar():
+    """Seed-OSS writes Qwen3-Coder's markup inside <seed:tool_call>: a subclass like it that does
+    not declare its own syntax gets none, rather than a grammar steering it to <tool_call>."""
+    from tabby_fixed.toolcalls.formats.qwen3_coder import Qwen3Coder
+
+    class Moved(Qwen3Coder):
+        start_markers = ("<seed:tool_call>", "<function=")
+
+    assert Moved().syntax is Qwen3Coder.syntax and Moved().call_syntax() is None
+    assert Qwen3Coder().call_syntax() is Qwen3Coder.syntax
 
 
 def test_a_model_without_a_call_grammar_says_the_choice_is_not_enforced(caplog):

@@ -33,7 +33,7 @@ class Glm45(CallFormat):
     syntax = CallSyntax(
         trigger="<tool_call>", block_close="</tool_call>", call_open=("{name}\n", "{name}"), quotes=("", '"'),
         param_open=("<arg_key>{key}</arg_key>\n<arg_value>", "<arg_key>{key}</arg_key><arg_value>"),
-        value_close=_VALUE_CLOSE, after_param=("\n", ""), json_param_open=(_VALUE,))
+        value_close="</arg_value>", after_param=("\n", ""), json_param_open=(_VALUE,))
 
     def open_call(self, text: str, final: bool, schemas: ToolSchemas) -> Answer:
         opened = starts(text, 0, self.wrapper_open, final)
