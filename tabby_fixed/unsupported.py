@@ -32,18 +32,13 @@ class Unsupported:
 
 
 UNSUPPORTED: tuple[Unsupported, ...] = (
-    Unsupported("network", "api_servers", lambda v: any(name != "OAI" for name in v),
-                f"only OAI routes are served; Kobold is {LATER}"),
-    Unsupported("model", "vision", bool, f"images in messages are dropped; vision is {LATER}"),
     Unsupported("model", "rope_scale", lambda v: v not in (None, 1.0), ROPE),
     Unsupported("model", "rope_alpha", lambda v: v is not None, ROPE),
     Unsupported("draft_model", "draft_rope_scale", lambda v: v not in (None, 1.0), ROPE),
     Unsupported("draft_model", "draft_rope_alpha", lambda v: v is not None, ROPE),
     Unsupported("model", "harmony", bool, "the Harmony format is not parsed by this build"),
     Unsupported("model", "muse_glimmer", bool, "the Muse Glimmer format is not parsed by this build"),
-    Unsupported("lora", "lora_dir", lambda v: v != "loras", "there are no LoRA routes, as ExLlamaV3 has no LoRAs"),
     Unsupported("lora", "loras", bool, "ExLlamaV3 cannot load LoRAs (upstream's ExLlamaV3 backend refuses them too)"),
-    Unsupported("embeddings", "embedding_model_name", lambda v: v is not None, f"embeddings are {LATER}"),
     Unsupported("developer", "seqlog", bool, "logs go to stderr only; there is no Seq sender"),
     Unsupported("developer", "unsafe_launch", bool, "there is no dependency version check to skip"),
 )

@@ -79,13 +79,13 @@ def test_every_key_has_an_effect_or_a_warning(section: str, key: str) -> None:
 
 
 def test_the_warning_is_one_line_naming_each_setting_and_why(caplog: pytest.LogCaptureFixture) -> None:
-    config = TabbyConfig.model_validate({"model": {"vision": True, "rope_alpha": 2.0},
+    config = TabbyConfig.model_validate({"developer": {"seqlog": True}, "model": {"rope_alpha": 2.0},
                                          "lora": {"loras": [{"name": "x"}]}})
     with caplog.at_level(logging.WARNING, logger="tabby_fixed.unsupported"):
         warn_unsupported(config)
     [record] = caplog.records
     assert record.message.startswith("settings accepted but not honoured by this build: ")
-    for name in ("model.vision (images", "model.rope_alpha (ExLlamaV3 reads RoPE", "lora.loras (ExLlamaV3 cannot"):
+    for name in ("developer.seqlog (logs go", "model.rope_alpha (ExLlamaV3 reads RoPE", "lora.loras (ExLlamaV3 cannot"):
         assert name in record.message
 
 
@@ -106,6 +106,6 @@ def test_the_readme_table_marks_every_upstream_key_and_counts_them() -> None:
     assert f"**Config keys** (72: {counted['same']} same, {counted['better']} better, " \
            f"{counted['not supported']} not supported)" in section
     unsupported = {f"{entry.section}.{entry.key}" for entry in UNSUPPORTED}
+    # the inert keys, read only with a key that is warned
     assert {key for key, mark in marks.items() if mark == "not supported"} - unsupported <= {
-        "embeddings.embedding_model_dir", "embeddings.embeddings_device", "developer.seqlog_server_url",
-        "developer.seqlog_api_key"}  # the inert keys, read only with a key that is warned
+        "developer.seqlog_server_url", "developer.seqlog_api_key"}

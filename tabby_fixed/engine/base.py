@@ -53,6 +53,17 @@ class GenerationParams:
 
 
 @dataclass(frozen=True)
+class ImageInput:
+    """One image of a request, already read and checked to be an image. ``marker`` is the text
+    that stands for it in the prompt, once, where the image was in its message; an engine with a
+    vision tower puts the image's embedding there."""
+
+    marker: str
+    data: bytes
+    media_type: str  # image/png, image/jpeg, image/gif, image/webp or image/bmp
+
+
+@dataclass(frozen=True)
 class GenerationRequest:
     prompt: str
     params: GenerationParams
@@ -61,6 +72,8 @@ class GenerationRequest:
     #: Every message as ``(role, text)``, tool results included (empty for text completions). Real
     #: engines ignore it; scripted rules match on its last message and count its turns.
     transcript: tuple[tuple[str, str], ...] = ()
+    #: The request's images, in prompt order; only an engine whose ``info.vision`` is true gets any.
+    images: tuple[ImageInput, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -110,6 +123,7 @@ class ModelInfo:
     max_batch_size: int = 1
     cache_size: int | None = None
     cache_mode: str = "FP16"
+    vision: bool = False  # takes images: a vision tower is loaded
     #: The tokenizer's added tokens (text to id): grammars must write them as tokens.
     added_tokens: Mapping[str, int] = field(default_factory=dict)
 

@@ -15,6 +15,7 @@ import asyncio
 import functools
 import gc
 import importlib.util
+import io
 import json
 import logging
 import math
@@ -34,6 +35,7 @@ from .base import (
     EngineUnavailable,
     Finish,
     GenerationRequest,
+    ImageInput,
     ModelInfo,
     Step,
     TokenLogprob,
@@ -158,13 +160,37 @@ def draft_load_kwargs(settings: ModelConfig, draft: DraftModelConfig, max_batch_
     """``Model.load`` arguments for a draft model or MTP head: always a layer split (no MTP head
     supports tensor parallelism, and a small drafter gains nothing from it), on ``draft_gpu_split``
     when given, else the same autosplit reserve as the target."""
+    return layer_split_kwargs(settings, draft.draft_gpu_split, max_batch_size)
+
+
+def vision_load_kwargs(settings: ModelConfig) -> dict:
+    """``Model.load`` arguments for a vision tower: a layer split on the model's manual split when
+    there is one, else the autosplit reserve (it loads first, as upstream loads it)."""
+    return layer_split_kwargs(settings, [] if settings.gpu_split_auto else settings.gpu_split, 1)
+
+
+def layer_split_kwargs(settings: ModelConfig, split: list[float], max_batch_size: int) -> dict:
     kwargs: dict[str, Any] = {"max_chunk_size": chunk_size(settings), "max_batch_size": max_batch_size,
                               "progressbar": True}
-    if draft.draft_gpu_split:
-        kwargs["use_per_device"] = list(draft.draft_gpu_split)
+    if split:
+        kwargs["use_per_device"] = list(split)
     else:
         kwargs["reserve_per_device"] = [mb / 1024 for mb in settings.autosplit_reserve]
     return kwargs
+
+
+def vision_tower(x: Any, config: Any, settings: ModelConfig, name: str) -> Any | None:
+    """The model's vision tower (unloaded) when ``model.vision`` is on and ExLlamaV3 has one for the
+    architecture; either way the log says whether requests with images will be answered."""
+    present = "vision" in config.model_classes
+    if settings.vision and present:
+        return x.Model.from_config(config, component="vision")
+    if settings.vision:
+        logger.warning("model.vision is on, but %s has no vision tower ExLlamaV3 can load: requests with images "
+                       "get a 400", name)
+    elif present:
+        logger.info("%s has a vision tower; model.vision is off, so requests with images get a 400", name)
+    return None
 
 
 def draft_tokens(draft: DraftModelConfig, default: int) -> int:
@@ -317,6 +343,7 @@ class ModelParts:
     slots: int
     max_seq_len: int
     cache_size: int
+    vision_model: Any | None = None
 
 
 def make_cache(x: Any, model: Any, cache_size: int, cache_mode: str, slots: int, history: int) -> Any:
@@ -344,12 +371,15 @@ def build_parts(x: Any, config: Any, folder: Path, settings: ModelConfig, draft:
     cache = make_cache(x, model, cache_size, settings.cache_mode, slots, num_draft or 0)
     draft_cache = make_cache(x, draft_model, cache_size, draft.draft_cache_mode, slots, num_draft or 0) \
         if draft_model is not None else None
-    return ModelParts(model, cache, draft_model, draft_cache, mode, num_draft, slots, max_seq_len, cache_size)
+    return ModelParts(model, cache, draft_model, draft_cache, mode, num_draft, slots, max_seq_len, cache_size,
+                      vision_tower(x, config, settings, folder.name))
 
 
 def load_parts(parts: ModelParts, settings: ModelConfig, draft: DraftModelConfig,
                progress: Callable[[int, int], None] | None) -> None:
-    """The draft first (layer split), then the target, then the warm-up passes."""
+    """The vision tower and the draft first (layer split), then the target, then the warm-up passes."""
+    if parts.vision_model is not None:
+        parts.vision_model.load(**vision_load_kwargs(settings))
     if parts.draft_model is not None:
         parts.draft_model.load(**draft_load_kwargs(settings, draft, parts.slots))
     parts.model.load(**load_kwargs(settings, parts.slots, progress))
@@ -360,7 +390,7 @@ def unload_parts(parts: ModelParts) -> None:
     """Free whatever of a load is on the GPUs (unloading a model that never loaded is harmless)."""
     import torch
 
-    for model in (parts.draft_model, parts.model):
+    for model in (parts.vision_model, parts.draft_model, parts.model):
         if model is not None:
             try:
                 model.unload()
@@ -399,6 +429,7 @@ class ExLlamaV3Engine:
         self._bos = (self._tokenizer.bos_token_id, wants_bos(folder))
         self._pieces = self._tokenizer.get_id_to_piece_list(True)
         self._max_rq_tokens = output_chunk(settings)
+        self._vision = parts.vision_model
         generator = generator_kwargs(settings, draft, memory, parts.slots, parts.num_draft)
         self._worker = GeneratorWorker(lambda: x.Generator(
             model=parts.model, cache=parts.cache, tokenizer=self._tokenizer, draft_model=parts.draft_model,
@@ -416,7 +447,7 @@ class ExLlamaV3Engine:
             bos_token=self._tokenizer.bos_token, eos_token=self._tokenizer.eos_token,
             pad_token=self._tokenizer.pad_token or None, unk_token=self._tokenizer.unk_token or None,
             max_batch_size=parts.slots,
-            cache_size=parts.cache_size, cache_mode=settings.cache_mode,
+            cache_size=parts.cache_size, cache_mode=settings.cache_mode, vision=self._vision is not None,
             added_tokens=read_added_tokens(folder))
         logger.info("%s: context %d, cache %d tokens (%s), %d slots, drafting: %s%s", folder.name, self._max_seq_len,
                     parts.cache_size, settings.cache_mode, parts.slots, parts.mode,
@@ -425,9 +456,11 @@ class ExLlamaV3Engine:
     def encode(self, text: str, *, add_bos: bool = False, special_tokens: bool = True) -> list[int]:
         return self._encode(text, add_bos, special_tokens)[0].tolist()
 
-    def _encode(self, text: str, add_bos: bool, special_tokens: bool) -> Any:
+    def _encode(self, text: str, add_bos: bool, special_tokens: bool, embeddings: list[Any] | None = None) -> Any:
+        """Token ids; each image embedding's alias in the text becomes that embedding's own token ids."""
         with self._tokenizer_lock:
-            return self._request_tokenizer.encode(text, add_bos=add_bos, encode_special_tokens=special_tokens)
+            return self._request_tokenizer.encode(text, add_bos=add_bos, encode_special_tokens=special_tokens,
+                                                  embeddings=embeddings or None)
 
     def decode(self, ids: list[int], *, special_tokens: bool = True) -> str:
         import torch
@@ -443,7 +476,12 @@ class ExLlamaV3Engine:
         return list(self._worker.issues)
 
     async def generate(self, request: GenerationRequest) -> AsyncIterator[Step | Finish]:
-        encoded = await asyncio.to_thread(self._encode, request.prompt, False, True)  # long prompts take a while
+        # The vision tower runs on the generator thread, between iterations: its forward passes
+        # must not overlap the generator's on the same GPU.
+        embeddings = await self._worker.call(lambda: self._image_embeddings(request.images)) \
+            if request.images else []
+        # Long prompts take a while to tokenize: off the event loop.
+        encoded = await asyncio.to_thread(self._encode, request.prompt, False, True, embeddings)
         ids = with_bos(encoded, *self._bos)
         prompt_tokens = ids.shape[-1]
         budget = completion_budget(prompt_tokens, self._max_seq_len, request.params.max_tokens)
@@ -457,7 +495,7 @@ class ExLlamaV3Engine:
             from exllamav3.generator.sampler import CustomSampler
 
             return Job(input_ids=ids, sampler=CustomSampler(sampler_steps(values, self._tokenizer, self._eos_ids)),
-                       filters=filters,
+                       filters=filters, embeddings=embeddings or None,
                        **job_kwargs(values, budget, stops, self._max_rq_tokens, request.params.top_logprobs))
 
         reasoning = request.params.reasoning_budget
@@ -484,6 +522,24 @@ class ExLlamaV3Engine:
                     job.constrain_output_now(forced)
 
         return check
+
+    def _image_embeddings(self, images: tuple[ImageInput, ...]) -> list[Any]:
+        """Each image through the vision tower, its embedding aliased by the image's prompt marker."""
+        if self._vision is None:
+            raise ApiError(400, "This model does not take images (no vision tower is loaded).",
+                           code="images_unsupported", param="messages")
+        from PIL import Image, UnidentifiedImageError
+
+        embeddings = []
+        for image in images:
+            try:
+                picture = Image.open(io.BytesIO(image.data))
+                picture.load()
+            except (UnidentifiedImageError, OSError, ValueError) as error:
+                raise ApiError(400, f"An image could not be decoded: {error}", param="messages") from error
+            embeddings.append(self._vision.get_image_embeddings(tokenizer=self._tokenizer, image=picture,
+                                                                text_alias=image.marker))
+        return embeddings
 
     def _filters(self, constraint: Constraint) -> list[Any]:
         """The request's output filter, built before anything is queued: a schema, regex or grammar

@@ -30,7 +30,7 @@ def open_engine(folder: Path, settings: ModelConfig, draft: DraftModelConfig, me
     kind = engine_kind(folder, settings.engine)
     if kind == "scripted":
         engine = ScriptedEngine(folder, max_seq_len=settings.max_seq_len, prompt_template=settings.prompt_template,
-                                templates_dir=templates_dir)
+                                templates_dir=templates_dir, vision=settings.vision)
         if progress:
             progress(1, 1)
         return engine

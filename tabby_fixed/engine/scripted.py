@@ -9,6 +9,7 @@ A scripted model is a folder holding ``scripted.yml``::
     token_delay_ms: 0                 # optional pause before each token
     structured_output_examples: false # optional: answer response_format/json_schema with a valid JSON value
     constraint_check_seconds: 1       # optional: longest the check of an answer against the request's grammar may run
+    vision_tower: false               # optional; true: takes images when model.vision is on
     max_seq_len: 32768                # optional
     responses:                        # first match wins
       - role: tool                    # the last message is a tool result: answer it, ending the loop
@@ -69,6 +70,7 @@ from .base import (
     Finish,
     GenerationParams,
     GenerationRequest,
+    ImageInput,
     ModelInfo,
     Step,
     TokenLogprob,
@@ -240,7 +242,7 @@ class ScriptedEngine:
     sampler_fields = frozenset({"max_tokens", "stop", "logprobs", "top_logprobs"})
 
     def __init__(self, folder: Path, *, max_seq_len: int | None = None, prompt_template: str | None = None,
-                 templates_dir: Path | None = None) -> None:
+                 templates_dir: Path | None = None, vision: bool = False) -> None:
         path = folder / "scripted.yml"
         script = _load_script(path)
         self._responses = _responses(path, script.get("responses", []))
@@ -275,7 +277,10 @@ class ScriptedEngine:
             eos_token="<|im_end|>",
             max_batch_size=256,
             added_tokens=read_added_tokens(folder),
+            vision=vision and bool(script.get("vision_tower", False)),
         )
+        #: Every image a request brought, in order: what the tests read to follow images end to end.
+        self.images_seen: list[ImageInput] = []
 
     def encode(self, text: str, *, add_bos: bool = False, special_tokens: bool = True) -> list[int]:
         return self._tokenizer.encode(text)
@@ -304,6 +309,11 @@ class ScriptedEngine:
         return self._default, None
 
     async def generate(self, request: GenerationRequest) -> AsyncIterator[Step | Finish]:
+        for image in request.images:  # as a real engine swaps each marker for the image's embedding
+            if not self.info.vision or request.prompt.count(image.marker) != 1:
+                raise ScriptedFailure(f"image {image.marker} reached a model without vision, or is not in the "
+                                      f"prompt exactly once")
+        self.images_seen += request.images
         prompt_tokens = await asyncio.to_thread(self._tokenizer.count, request.prompt)
         budget = completion_budget(prompt_tokens, self.info.max_seq_len, request.params.max_tokens)
         output, failure = self.answer(request)

@@ -23,9 +23,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol, TypeVar
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class GeneratorLike(Protocol):
@@ -88,6 +89,17 @@ class GeneratorWorker:
     def cancel(self, handle: JobHandle) -> None:
         self._commands.put(("cancel", None, handle))
 
+    async def call(self, work: Callable[[], T]) -> T:
+        """Run ``work`` on the worker thread between iterations (GPU work that must not overlap the
+        generator's, such as a vision tower's forward pass) and return what it returns or raises."""
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        if not self._thread.is_alive():
+            raise GeneratorFailed("the model was unloaded")
+        self._commands.put(("call", work, future))
+        if not self._thread.is_alive():  # it ended after the check above: nobody will take the call
+            self._refuse_waiting_calls()
+        return await future
+
     def active_jobs(self) -> int:
         return len(self._handles)
 
@@ -105,6 +117,17 @@ class GeneratorWorker:
                 self._iterate()
         self._fail_all(GeneratorFailed("the model was unloaded"))
         self._discard_generator()
+        self._refuse_waiting_calls()
+
+    def _refuse_waiting_calls(self) -> None:
+        """Calls queued behind ``stop`` fail instead of waiting for a thread that has ended."""
+        while True:
+            try:
+                kind, _, future = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            if kind == "call":
+                self._call(_unloaded, future)
 
     def _take_commands(self, block: bool) -> bool:
         while True:
@@ -118,12 +141,32 @@ class GeneratorWorker:
                 return False
             if kind == "enqueue":
                 self._enqueue(payload, handle)
+            elif kind == "call":
+                self._call(payload, handle)
             elif kind == "cancel" and handle.job is not None and id(handle.job) in self._handles:
                 try:
                     if self._generator is not None:
                         self._generator.cancel(handle.job)
                 finally:
                     self._finish(handle, None)
+
+    @staticmethod
+    def _call(work: Callable[[], Any], future: asyncio.Future[Any]) -> None:
+        try:
+            result, error = work(), None
+        except Exception as failure:  # the caller's to handle
+            result, error = None, failure
+
+        def settle() -> None:
+            if future.done():  # the caller went away
+                return
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(result)
+
+        with contextlib.suppress(RuntimeError):  # a closed event loop: nobody is waiting any more
+            future.get_loop().call_soon_threadsafe(settle)
 
     def _enqueue(self, build_job: Callable[[], Any], handle: JobHandle) -> None:
         if self._generator is None and not self._rebuild():
@@ -201,3 +244,7 @@ class GeneratorWorker:
     def _fail_all(self, error: BaseException) -> None:
         for handle in list(self._handles.values()):
             self._finish(handle, error)
+
+
+def _unloaded() -> NoReturn:
+    raise GeneratorFailed("the model was unloaded")

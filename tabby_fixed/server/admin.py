@@ -1,4 +1,4 @@
-"""TabbyAPI's admin routes: sampler presets, chat templates, model load and unload.
+"""TabbyAPI's admin routes: sampler presets, chat templates, model load and unload, downloads.
 
 Paths, key levels and bodies follow upstream (reference/tabbyapi.md §1.3), so its operator
 scripts keep working. Where upstream fails badly (a missing template is a 500 there, unloading
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,6 +19,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import AliasChoices, Field
 
 from ..auth import ApiPermission, require_admin
+from ..download import DownloadError, DownloadSpec, download, target_folder
 from ..errors import ApiError, not_found
 from ..names import plain_name
 from ..sampling import Preset, list_presets, parse_overrides, preset_dirs
@@ -27,6 +30,7 @@ from .sse import frame, sse_response
 from .state import read_json, serving
 
 router = APIRouter(tags=["admin"])
+logger = logging.getLogger(__name__)
 ADMIN = [Depends(require_admin)]
 
 
@@ -169,3 +173,42 @@ async def draft_models(request: Request, permission: ApiPermission) -> dict[str,
     names = sorted(p.name for p in folder.iterdir() if p.is_dir()) if permission == "admin" and folder.is_dir() \
         else []
     return {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "tabbyAPI"} for name in names]}
+
+
+# -- downloads ------------------------------------------------------------------------------------
+
+class DownloadRequest(RequestBody):
+    repo_id: str
+    repo_type: str = "model"
+    folder_name: str | None = None
+    revision: str | None = None
+    token: str | None = None
+    include: list[str] = Field(default_factory=lambda: ["*"])
+    exclude: list[str] = Field(default_factory=list)
+    chunk_limit: int | None = Field(None, gt=0)
+    timeout: float | None = Field(None, gt=0)
+
+
+@router.post("/v1/download", dependencies=ADMIN)
+async def download_repo(request: Request) -> dict[str, str]:
+    """Download a Hugging Face repository into model_dir (lora_dir for ``repo_type: lora``) and
+    answer with its path once every file is there. A client that goes away cancels it, and the
+    partial files are removed."""
+    body: DownloadRequest = await read_json(request, DownloadRequest)
+    config = request.app.state.config
+    spec = DownloadSpec(**body.model_dump(exclude=set(body.model_extra or {})))
+    target_folder(config, spec)  # a bad name or an existing folder is a 400 before any network
+    cancel = threading.Event()
+    task = asyncio.ensure_future(asyncio.to_thread(download, config, spec, None, cancel))
+    try:
+        while not task.done():
+            await asyncio.wait({task}, timeout=0.5)
+            if not task.done() and await request.is_disconnected():
+                cancel.set()
+        path = task.result()
+    except DownloadError as error:
+        raise ApiError(400, str(error), code="download_failed") from error
+    finally:
+        cancel.set()
+    logger.info("downloaded %s to %s", spec.repo_id, path)
+    return {"download_path": str(path)}

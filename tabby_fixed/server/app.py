@@ -26,7 +26,7 @@ from .. import __version__
 from ..auth import KeyStore
 from ..config import TabbyConfig
 from ..errors import ApiError
-from . import admin, anthropic, apidoc, openai, responses, tabby
+from . import admin, anthropic, apidoc, embeddings, kobold, lora, openai, responses, tabby
 from .asgi import HttpMiddleware
 from .models import ModelManager
 from .prepare import prepare
@@ -41,6 +41,8 @@ def create_app(config: TabbyConfig) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         watcher = asyncio.ensure_future(app.state.keys.watch())
         await prepare(app)
+        if config.embeddings.embedding_model_name:
+            await app.state.embeddings.load(config.embeddings.embedding_model_name)
         try:
             yield
         finally:
@@ -48,6 +50,7 @@ def create_app(config: TabbyConfig) -> FastAPI:
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
             await app.state.models.unload()
+            await app.state.embeddings.unload()
 
     app = FastAPI(title="tabby-fixed", version=__version__, lifespan=lifespan)
     app.state.config = config
@@ -55,6 +58,8 @@ def create_app(config: TabbyConfig) -> FastAPI:
     app.state.model = None
     app.state.preset = None
     app.state.models = ModelManager(app)
+    app.state.embedding = None
+    app.state.embeddings = embeddings.EmbeddingModels(app)
     app.state.health_issues = []
     app.state.responses = ResponseStore(config.network.responses_store_size, config.network.responses_store_ttl)
     app.state.prepared = False  # the configured preset and model are set up (startup.prepare)
@@ -63,11 +68,18 @@ def create_app(config: TabbyConfig) -> FastAPI:
                        allow_credentials=True)
     if config.logging.log_requests:
         app.add_middleware(RequestLog)
-    app.include_router(openai.router)
-    app.include_router(anthropic.router)
-    app.include_router(responses.router)
+    if "OAI" in config.network.api_servers:
+        app.include_router(openai.router)
+        app.include_router(anthropic.router)
+        app.include_router(responses.router)
+        app.include_router(embeddings.oai_router)
+    if "KOBOLD" in config.network.api_servers:
+        app.state.kobold = kobold.Generations()
+        app.include_router(kobold.router)
     app.include_router(tabby.router)
     app.include_router(admin.router)
+    app.include_router(lora.router)
+    app.include_router(embeddings.router)
     _add_error_handlers(app)
     apidoc.install(app)
     return app

@@ -25,7 +25,7 @@ from fastapi.responses import JSONResponse, Response
 from ..auth import ApiPermission
 from ..chat import build_prompt, chat_constraint, last_user_text, output_parser, reasoning_budget, transcript
 from ..config import NetworkConfig
-from ..engine.base import Finish, GenerationParams, GenerationRequest, Step, TokenLogprob
+from ..engine.base import Finish, GenerationParams, GenerationRequest, ImageInput, Step, TokenLogprob
 from ..errors import ApiError
 from ..output import ChatOutput, OutputEvent, OutputParser
 from ..reasoning import ReasoningDelta
@@ -37,6 +37,7 @@ from .models import LoadedModel
 from .requests import ChatCompletionRequest, CompletionRequest, GenerationFields, parse_body
 from .sse import DONE, frame, ping, run_jobs, sse_response
 from .state import read_body, read_json, serving, unless_disconnected
+from .vision import attach_images
 
 router = APIRouter(prefix="/v1", tags=["openai"])
 logger = logging.getLogger(__name__)
@@ -127,12 +128,13 @@ class _Choices:
 
     @classmethod
     async def start(cls, request: Request, model: LoadedModel, prompts: list[str], params: GenerationParams,
-                    last_user: list[str], transcript: tuple[tuple[str, str], ...] = ()) -> _Choices:
+                    last_user: list[str], transcript: tuple[tuple[str, str], ...] = (),
+                    images: tuple[ImageInput, ...] = ()) -> _Choices:
         limit = request.app.state.config.network.max_jobs_per_request
         if len(prompts) > limit:
             raise ApiError(400, f"This request asks for {len(prompts)} generations (prompts times n); the server "
                                 f"starts at most {limit} per request (network.max_jobs_per_request).", param="n")
-        return cls([await model.engine.generate(GenerationRequest(prompt, params, user, transcript))
+        return cls([await model.engine.generate(GenerationRequest(prompt, params, user, transcript, images))
                     for prompt, user in zip(prompts, last_user, strict=True)],
                    request.app.state.config.network.max_queued_steps)
 
@@ -205,6 +207,7 @@ class ChatJob:
                     raw_body: bytes | None = None) -> ChatJob:
         """``raw_body``: the request as the client sent it, for ``logging.log_chat_completion_requests``."""
         model = await serving(request.app, chat.model, permission)
+        chat, images = await attach_images(chat, model, request.app.state.config)
         prompt = build_prompt(model.chat, chat)
         logging_config = request.app.state.config.logging
         if raw_body is not None and logging_config.log_chat_completion_requests:
@@ -217,7 +220,7 @@ class ChatJob:
                                                model.engine.info.added_tokens),
             reasoning_budget=reasoning_budget(model.chat, chat, prompt))
         choices = await _Choices.start(request, model, [prompt] * chat.n, params, [last_user_text(chat)] * chat.n,
-                                       transcript(chat))
+                                       transcript(chat), images)
         parsers = [output_parser(model.chat, chat, prompt) for _ in range(chat.n)]
         return cls(request, model, params, {"x-sampler-source": sources}, choices, parsers)
 

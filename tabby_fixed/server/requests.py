@@ -37,6 +37,8 @@ class ToolCallIn(RequestBody):
 class ContentPart(RequestBody):
     type: str
     text: str | None = None
+    #: ``{"url": ...}`` (OpenAI), a bare URL string, or an Anthropic image ``source``
+    image_url: dict[str, Any] | str | None = None
 
 
 class ChatMessage(RequestBody):
@@ -48,7 +50,8 @@ class ChatMessage(RequestBody):
     name: str | None = None
 
     def text(self) -> str:
-        """The message's text; non-text parts (images) are left out, as upstream does without vision."""
+        """The message's text parts. Images have been replaced by their markers (``server/vision.py``)
+        by the time a prompt is built; other part types were refused there."""
         if isinstance(self.content, list):
             return "".join(part.text or "" for part in self.content if part.type == "text")
         return self.content or ""

@@ -30,9 +30,12 @@ async def health(request: Request) -> JSONResponse:
 
 
 @router.get("/.well-known/serviceinfo")
-async def service_info() -> dict[str, Any]:
-    return {"version": 0.1, "software": {"name": "tabby-fixed", "version": __version__},
-            "api": {"openai": {"name": "OpenAI API", "relative_url": "/v1", "version": 1}}}
+async def service_info(request: Request) -> dict[str, Any]:
+    servers = request.app.state.config.network.api_servers
+    apis = {"openai": {"name": "OpenAI API", "relative_url": "/v1", "version": 1}} if "OAI" in servers else {}
+    if "KOBOLD" in servers:
+        apis["koboldai"] = {"name": "KoboldAI API", "relative_url": "/api", "version": 1}
+    return {"version": 0.1, "software": {"name": "tabby-fixed", "version": __version__}, "api": apis}
 
 
 def _card(name: str, model: LoadedModel | None = None) -> dict[str, Any]:
@@ -44,7 +47,7 @@ def _card(name: str, model: LoadedModel | None = None) -> dict[str, Any]:
             "max_seq_len": info.max_seq_len, "cache_size": info.cache_size or info.max_seq_len,
             "cache_mode": info.cache_mode, "rope_scale": 1.0, "rope_alpha": 1.0, "max_batch_size": info.max_batch_size,
             "chunk_size": None, "prompt_template": model.chat.chat_template_name,
-            "prompt_template_content": model.chat.chat_template, "use_vision": False, "draft": None,
+            "prompt_template_content": model.chat.chat_template, "use_vision": info.vision, "draft": None,
             "tool_format": model.chat.tool_format, "reasoning": model.chat.reasoning}
     return card
 
@@ -66,6 +69,19 @@ async def list_models(request: Request, permission: ApiPermission) -> dict[str, 
     elif model is not None:
         names.append(model.name)
     return {"object": "list", "data": [_card(name) for name in names]}
+
+
+@router.get("/v1/models/{model_id:path}")
+async def retrieve_model(request: Request, permission: ApiPermission, model_id: str) -> dict[str, Any]:
+    """One model's card (``openai.models.retrieve``): any name the same key would see in the list."""
+    model: LoadedModel | None = request.app.state.model
+    if model is not None and model_id == model.name:
+        return _card(model.name, model)
+    listed = await list_models(request, permission)
+    if any(card["id"] == model_id for card in listed["data"]):
+        return _card(model_id)
+    raise ApiError(404, f"The model '{model_id}' does not exist, or this key may not see it.", param="model",
+                   code="model_not_found")
 
 
 @router.get("/v1/model")

@@ -4,6 +4,7 @@ whatever the generated requests hold, no answer is a server error.
 The one 5xx allowed is the scripted engine's own: its fixed answers cannot be steered, so an
 answer that breaks the request's constraint (``response_format``, ``regex_pattern``) fails the
 job on purpose, saying "scripted output" (see engine/scripted.py); a real engine's could not.
+A 503 is not a server error either: it names what is not loaded (here, an embedding model).
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def test_the_document_declares_bodies_and_keys(fuzzed: LiveServer):
 @schemathesis.check
 def only_scripted_failures(ctx: schemathesis.CheckContext, response: schemathesis.Response,
                        case: schemathesis.Case) -> None:
-    if response.status_code >= 500 and "scripted output" not in response.text:
+    # 503 says what is not loaded (no embedding model here): a state the client can act on, not a failure.
+    if response.status_code >= 500 and response.status_code != 503 and "scripted output" not in response.text:
         raise AssertionError(f"{response.status_code}: {response.text[:500]}")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import httpx
+import openai
 import pytest
 
 from tests.server.conftest import ADMIN_KEY, API_KEY
@@ -61,6 +62,22 @@ def test_models_list_depends_on_the_key(server):
     assert api["object"] == "list" and [m["id"] for m in api["data"]] == ["tester"]
     assert [m["id"] for m in admin["data"]] == ["opener", "slow", "tester", "thinker"]
     assert all(m["object"] == "model" and m["owned_by"] for m in admin["data"])
+
+
+def test_retrieve_model_as_the_openai_sdk_does(server, client):
+    """``openai.models.retrieve``: the loaded model with its parameters; others only for admin keys."""
+    loaded = client.models.retrieve("tester")
+    assert (loaded.id, loaded.object, loaded.owned_by) == ("tester", "model", "tabbyAPI")
+    assert loaded.model_extra["parameters"]["max_seq_len"] == 4096
+    with pytest.raises(openai.NotFoundError) as hidden:
+        client.models.retrieve("slow")  # an API key sees only the loaded model, as in the list
+    assert hidden.value.code == "model_not_found"
+    with openai.OpenAI(base_url=server.v1, api_key=ADMIN_KEY, max_retries=0) as admin:
+        other = admin.models.retrieve("slow")
+        assert other.id == "slow" and other.model_extra["parameters"] is None
+        with pytest.raises(openai.NotFoundError):
+            admin.models.retrieve("no-such-model")
+    assert httpx.get(server.v1 + "/models/tester").status_code == 401
 
 
 def test_current_model_card(http: httpx.Client):
