@@ -78,6 +78,7 @@ bench: $(VENV)/.installed
 	$(BIN)/python -m bench.parser_adversarial
 	$(BIN)/python -m bench.tool_grammar
 	$(BIN)/python -m bench.sse_throughput
+	$(BIN)/python -m bench.metrics_overhead
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -3,9 +3,10 @@
 A model stuck in a repetition loop writes the same few characters for thousands of tokens; if
 the parser rescans or recopies what it has already decided, such output costs quadratic time on
 the event loop. Each shape below is a prefix plus a unit repeated to the wanted size, written in
-each format's own tags. It is parsed whole (``parse``, as a non-streaming answer is) and streamed
-in 16-character deltas, at 256 KiB and 1 MiB; the ratio of the two thread CPU times is about 4
-when the cost is linear and about 16 when it is quadratic.
+each format's own tags (channelled formats, harmony and muse_glimmer, go through their channel
+splitter first, as in the server). It is parsed whole (in one piece, as a non-streaming answer
+is) and streamed in 16-character deltas, at 256 KiB and 1 MiB; the ratio of the two thread CPU
+times is about 4 when the cost is linear and about 16 when it is quadratic.
 
 Run: ``make bench`` (or ``.venv/bin/python -m bench.parser_adversarial``).
 """
@@ -17,7 +18,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tabby_fixed.toolcalls import ToolCallParser
+from tabby_fixed.output import OutputParser
+from tabby_fixed.toolcalls import FORMATS, ToolCallParser, ToolCallStream
 
 TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
     "x": {"type": "string"}, "n": {"type": "integer"}}}}}]
@@ -33,16 +35,62 @@ class Tags:
     param: str  # a parameter's opening tag
     param_close: str  # a parameter's closing tag
     header: str  # the prefix of a call header that reads a name
+    end: str  # what closes the call after its last parameter
+
+
+#: JSON-bodied formats whose ``call`` ends with the arguments object's ``{`` (values are JSON).
+JSON_ARGS = ("kimi_k2", "deepseek_v31", "mistral", "mistral_old", "harmony", "gemma4")
+#: Formats whose call body is tags (a stray tag there is not a parameter).
+TAGGED = ("qwen3_coder", "glm4_5", "glm4_7", "minimax_m2", "seed_oss", "deepseek_v32", "deepseek_v4", "hy3",
+          "hy3_preview", "muse_glimmer")
+
+
+def _json(start: str, call: str, header: str, end: str) -> Tags:
+    return Tags(start, call, '"x": "', '"', header, end)
+
+
+def _dsml(block: str) -> Tags:
+    return Tags(f"<｜DSML｜{block}>", f'<｜DSML｜{block}>\n<｜DSML｜invoke name="f">\n',
+                '<｜DSML｜parameter name="x" string="true">', "</｜DSML｜parameter>", "<｜DSML｜invoke name=",
+                "\n</｜DSML｜invoke>")
+
+
+def _hy3(suffix: str) -> Tags:
+    return Tags(f"<tool_calls{suffix}>", f"<tool_calls{suffix}>\n<tool_call{suffix}>f<tool_sep{suffix}>\n",
+                f"<arg_key{suffix}>x</arg_key{suffix}>\n<arg_value{suffix}>", f"</arg_value{suffix}>",
+                f"<tool_call{suffix}>", f"\n</tool_call{suffix}>")
 
 
 TAGS = {
     "qwen3_coder": Tags("<tool_call>", "<tool_call>\n<function=f>\n", "<parameter=x>\n", "</parameter>",
-                        "<function="),
+                        "<function=", "\n</function>"),
     "glm4_5": Tags("<tool_call>", "<tool_call>f\n", "<arg_key>x</arg_key>\n<arg_value>", "</arg_value>",
-                   "<tool_call>"),
+                   "<tool_call>", "\n"),
+    "glm4_7": Tags("<tool_call>", "<tool_call>f", "<arg_key>x</arg_key><arg_value>", "</arg_value>",
+                   "<tool_call>", ""),
     "minimax_m2": Tags("<minimax:tool_call>", '<minimax:tool_call>\n<invoke name="f">\n', '<parameter name="x">',
-                       "</parameter>", "<invoke name="),
-    "hermes": Tags("<tool_call>", '<tool_call>\n{"name": "f", "arguments": {"x": "', "", '"', "<tool_call>{"),
+                       "</parameter>", "<invoke name=", "\n</invoke>"),
+    "hermes": Tags("<tool_call>", '<tool_call>\n{"name": "f", "arguments": {"x": "', "", '"', "<tool_call>{",
+                   "\n}}"),
+    "seed_oss": Tags("<seed:tool_call>", "<seed:tool_call>\n<function=f>\n", "<parameter=x>", "</parameter>",
+                     "<function=", "\n</function>"),
+    "deepseek_v32": _dsml("function_calls"),
+    "deepseek_v4": _dsml("tool_calls"),
+    "hy3": _hy3(":opensource"),
+    "hy3_preview": _hy3(""),
+    "muse_glimmer": Tags("<atem:function_calls>", '<atem:function_calls>\n<atem:invoke name="f">\n',
+                         '<atem:parameter name="x">', "</atem:parameter>", "<atem:invoke name=",
+                         "\n</atem:invoke>"),
+    "kimi_k2": _json("<|tool_calls_section_begin|>",
+                     "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{",
+                     "<|tool_calls_section_begin|><|tool_call_begin|>functions.", "}<|tool_call_end|>"),
+    "deepseek_v31": _json("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{",
+                          "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>", "}<｜tool▁call▁end｜>"),
+    "mistral": _json("[TOOL_CALLS]", "[TOOL_CALLS]f[ARGS]{", "[TOOL_CALLS]f[CALL_ID]", "}"),
+    "mistral_old": _json("[TOOL_CALLS]", '[TOOL_CALLS][{"name": "f", "arguments": {', "[TOOL_CALLS][{", "}}]"),
+    "harmony": _json("<|start|>", "<|start|>assistant to=functions.f<|channel|>commentary json<|message|>{",
+                     "<|start|>assistant<|channel|>commentary to=functions.", "}<|call|>"),
+    "gemma4": Tags("<|tool_call>", "<|tool_call>call:f{", 'x:<|"|>', '<|"|>', "<|tool_call>call:", "}<tool_call|>"),
 }
 
 
@@ -64,17 +112,27 @@ SHAPES = [
     Shape("start marker + junk", lambda t: "", lambda t: t.start + "x"),
     Shape("start marker + junk + <", lambda t: "", lambda t: t.start + "x<"),
     Shape("header prefix repeated", lambda t: "", lambda t: t.header),
+    Shape("call opened again and again", lambda t: "", lambda t: t.call),
     Shape("stray <", lambda t: "", lambda t: "<"),
     Shape("close-tag look-alike in a value", lambda t: t.call + t.param, lambda t: t.param_close + "x"),
-    Shape("stray tag in a call body", lambda t: t.call, lambda t: "<x", ("qwen3_coder", "glm4_5", "minimax_m2")),
-    Shape("whitespace after a call", lambda t: t.call + t.param + "1" + t.param_close + "\n" + (
-        "}}" if t is TAGS["hermes"] else "</function>" if t is TAGS["qwen3_coder"] else
-        "</invoke>" if t is TAGS["minimax_m2"] else ""), lambda t: " "),
+    Shape("escapes in a value", lambda t: t.call + t.param, lambda t: "\\n\\u00e9\\ud83d\\ude00"),
+    Shape("stray tag in a call body", lambda t: t.call, lambda t: "<x", TAGGED),
+    Shape("whitespace after a call", lambda t: t.call + t.param + "1" + t.param_close + t.end, lambda t: " "),
     Shape("one long unclosed value", lambda t: t.call + t.param, lambda t: "xy"),
+    Shape("one long number", lambda t: t.call + '"n": ', lambda t: "1", JSON_ARGS),
+    Shape("nested JSON arguments opened again and again", lambda t: t.call + '"n": ', lambda t: "[", JSON_ARGS),
     Shape("JSON object opened again and again", lambda t: "", lambda t: "<tool_call>{", ("hermes",)),
     Shape("escaped quotes across nested starts", lambda t: '<tool_call>{"', lambda t: '<tool_call>{\\"', ("hermes",)),
     Shape("deep JSON nesting", lambda t: '<tool_call>{"name": "f", "arguments": ', lambda t: "[", ("hermes",)),
     Shape("closed invalid objects", lambda t: "", lambda t: '<tool_call>{"name": 1}', ("hermes",)),
+    Shape("closed invalid calls", lambda t: "", lambda t: t.call + "]" + t.end, JSON_ARGS),
+    Shape("message tokens repeated", lambda t: "", lambda t: "<|channel|><|message|>", ("harmony",)),
+    Shape("message headers repeated", lambda t: "", lambda t: "<|start|>assistant to=functions.f<|channel|>",
+          ("harmony",)),
+    Shape("tool messages opened again and again", lambda t: "",
+          lambda t: "<|start|>assistant to=f<|message|><atem:function_calls>", ("muse_glimmer",)),
+    Shape("calls in a body opened again and again", lambda t: "", lambda t: t.call + t.header,
+          ("gemma4", "mistral_old", "kimi_k2", "deepseek_v31")),
 ]
 
 
@@ -82,12 +140,20 @@ def cases() -> list[tuple[Shape, str]]:
     return [(shape, tool_format) for shape in SHAPES for tool_format in shape.formats]
 
 
+def _parser(tool_format: str) -> ToolCallStream | OutputParser:
+    """The tool-call parser; for channelled formats (harmony) behind their channel splitter, as
+    the server runs them."""
+    parser = ToolCallParser(tool_format, TOOLS)
+    channels = FORMATS[tool_format].channels
+    return OutputParser(tool_parser=parser, channels=channels) if channels else parser.stream()
+
+
 def parse_whole(text: str, tool_format: str) -> None:
-    ToolCallParser(tool_format, TOOLS).parse(text)
+    parse_streamed(text, tool_format, max(1, len(text)))
 
 
 def parse_streamed(text: str, tool_format: str, delta: int = DELTA) -> None:
-    stream = ToolCallParser(tool_format, TOOLS).stream()
+    stream = _parser(tool_format)
     for at in range(0, len(text), delta):
         stream.feed(text[at:at + delta])
     stream.close()

@@ -14,14 +14,14 @@ from typing import Any
 
 from .engine.base import Constraint
 from .errors import ApiError
-from .output import OutputParser, ReasoningSettings
+from .output import OutputParser, ParsedCallback, ReasoningSettings
 from .reasoning import starts_in_reasoning
 from .reasoning_budget import ReasoningBudget, chosen_budget
 from .sampling.constraints import compiled
 from .sampling.tool_grammar import enforces, tool_call_grammar
 from .server.requests import ChatCompletionRequest, ChatMessage, NamedToolChoice
 from .templating import ChatTemplateError, render_chat
-from .toolcalls import ToolCallParser
+from .toolcalls import FORMATS, ToolCallParser
 from .toolcalls.formats import get_format
 
 logger = logging.getLogger(__name__)
@@ -160,16 +160,19 @@ def transcript(chat: ChatCompletionRequest) -> tuple[tuple[str, str], ...]:
     return tuple((m.role, m.text()) for m in chat.messages)
 
 
-def output_parser(model: ChatModel, chat: ChatCompletionRequest, prompt: str) -> OutputParser:
+def output_parser(model: ChatModel, chat: ChatCompletionRequest, prompt: str,
+                  on_parsed: ParsedCallback | None = None) -> OutputParser:
     """Reasoning split when the model reasons; tool parsing when the request can get calls.
 
     A prompt that ends inside an opened reasoning block (Qwen3.5, GLM-4.7 and MiniMax-M2 templates
     open ``<think>`` themselves) is split even with ``model.reasoning`` off: the output certainly
     starts with reasoning, and leaving it in the content would hand the client the thoughts and a
-    stray ``</think>``.
+    stray ``</think>``. Formats whose answer is channelled messages (harmony) always split by
+    their channels, whatever the reasoning settings.
     """
     return OutputParser(tool_parser=tool_parser(model, chat), reasoning=reasoning_settings(model, prompt),
-                        first_call_only=not chat.parallel_tool_calls)
+                        first_call_only=not chat.parallel_tool_calls, on_parsed=on_parsed,
+                        channels=FORMATS[model.tool_format].channels if model.tool_format in FORMATS else None)
 
 
 def tool_parser(model: ChatModel, chat: ChatCompletionRequest) -> ToolCallParser | None:
@@ -222,11 +225,17 @@ def reasoning_budget(model: ChatModel, chat: ChatCompletionRequest, prompt: str)
     """The request's reasoning budget (``reasoning_budget.py`` says where it comes from), or None.
 
     Like upstream, a budget is dropped with a warning when the output has no reasoning to end, or
-    when the output is constrained (forcing text would switch the constraint off).
+    when the output is constrained (forcing text would switch the constraint off). It is dropped
+    too for formats whose reasoning is a message channel (harmony): forcing ``</think>`` into
+    their output would end nothing.
     """
     tokens = chosen_budget(chat.reasoning_budget_tokens, chat.reasoning.max_tokens if chat.reasoning else None,
                            model.reasoning_budget_tokens)
     if tokens is None:
+        return None
+    if model.tool_format in FORMATS and FORMATS[model.tool_format].channels is not None:
+        logger.warning("the reasoning budget is ignored: %s splits reasoning by message channels, which the "
+                       "budget cannot close yet", model.tool_format)
         return None
     settings = reasoning_settings(model, prompt)
     if settings is None:

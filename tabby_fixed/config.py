@@ -101,6 +101,8 @@ class NetworkConfig(_Section):
         64, ge=0, description="Most stop strings one request may give; more is refused with 400.")
     max_stop_string_chars: int = Field(
         1000, gt=0, description="Longest stop string a request may give, in characters; longer is refused with 400.")
+    metrics_public: bool = Field(
+        False, description="Serve GET /metrics without an API key (for a Prometheus scraper on a trusted network).")
 
     @field_validator("api_servers")
     @classmethod
@@ -119,8 +121,26 @@ class LoggingConfig(_Section):
         False, description="Write each chat request and its rendered prompt under logs/debug/, keys redacted.")
 
 
+class ServedModel(BaseModel):
+    """One entry of ``model.models``: a folder in model_dir, with its own chat template and preset."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    prompt_template: str | None = None
+    override_preset: str | None = None
+
+
 class ModelConfig(_Section):
     model_dir: str = Field("models", description="Folder that holds the model folders.")
+    models: list[ServedModel] = Field(
+        default_factory=list, description="Model folders served side by side, each a name or {name, "
+        "prompt_template, override_preset}: a request's model picks one, loaded on first use.")
+    max_loaded_models: int = Field(
+        1, ge=1, description="With models: how many stay loaded at once; the least recently used idle one "
+        "makes room for another.")
+    idle_unload_seconds: float = Field(
+        0, ge=0, description="With models: unload a model nobody has used for this many seconds; 0 never.")
     inline_model_loading: bool = Field(
         False, description="Let a request's model field load that model when it is not the one loaded.")
     use_dummy_models: bool = Field(False, description="Also list dummy_model_names in /v1/models.")
@@ -177,8 +197,26 @@ class ModelConfig(_Section):
     reasoning_budget_message: str | None = Field(
         None, description="Text inserted when the reasoning budget runs out.")
     tool_format: str | None = Field(None, description="Tool-call format; blank detects it from the model.")
-    harmony: bool | None = Field(None, description="Use the Harmony (gpt-oss) format; blank detects it.")
-    muse_glimmer: bool | None = Field(None, description="Use the Muse Glimmer format; blank detects it.")
+    harmony: bool | None = Field(
+        None, description="Use the Harmony (gpt-oss) format (true), never (false); blank detects it.")
+    muse_glimmer: bool | None = Field(
+        None, description="Use the Muse Glimmer format (true), never (false); blank detects it.")
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _names_are_entries(cls, value: Any) -> Any:
+        """A plain folder name is an entry with nothing else set."""
+        return [{"name": item} if isinstance(item, str) else item for item in value] if isinstance(value, list) \
+            else value
+
+    @field_validator("models")
+    @classmethod
+    def _each_once(cls, value: list[ServedModel]) -> list[ServedModel]:
+        names = [entry.name for entry in value]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"each model may be listed once; {', '.join(twice)} is listed more than once")
+        return value
 
     @field_validator("max_seq_len")
     @classmethod

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from enum import Enum, auto
 
 from .toolcalls.events import ContentDelta
-from .toolcalls.scanner import scan
+from .toolcalls.formats.base import MessageChannels, Route
+from .toolcalls.scanner import HEADER_LIMIT, scan
 
 
 @dataclass(frozen=True)
@@ -41,15 +42,10 @@ def starts_in_reasoning(prompt: str, start_tag: str = "<think>", end_tag: str = 
         and not prompt[opened + len(start_tag):].strip()
 
 
-class ReasoningSplitter:
-    """Incremental splitter for one generation; ``feed`` pieces, then ``close`` once."""
+class _Splitter:
+    """What both splitters share: text fed in pieces, each character sent to reasoning or content."""
 
-    def __init__(self, start_in_reasoning: bool, start_tag: str = "<think>", end_tag: str = "</think>",
-                 exit_tags: tuple[str, ...] = ()) -> None:
-        self._start_tag = start_tag
-        self._end_tag = end_tag
-        self._exit_tags = exit_tags  # tags that end reasoning and stay in the content
-        self._state = _State.REASONING if start_in_reasoning else _State.OPENING
+    def __init__(self) -> None:
         self._buffer = ""
         self._reasoning: list[str] = []
         self._content: list[str] = []
@@ -77,6 +73,26 @@ class ReasoningSplitter:
         self.feed(text)
         self.close()
         return self.reasoning, self.content
+
+    def _run(self, final: bool) -> list[ReasoningDelta | ContentDelta]:
+        raise NotImplementedError
+
+    def _emit(self, sink: list[str], kind: type[ReasoningDelta] | type[ContentDelta], text: str) -> None:
+        if text:
+            sink.append(text)
+            self._events.append(kind(text))
+
+
+class ReasoningSplitter(_Splitter):
+    """Incremental splitter for one generation; ``feed`` pieces, then ``close`` once."""
+
+    def __init__(self, start_in_reasoning: bool, start_tag: str = "<think>", end_tag: str = "</think>",
+                 exit_tags: tuple[str, ...] = ()) -> None:
+        super().__init__()
+        self._start_tag = start_tag
+        self._end_tag = end_tag
+        self._exit_tags = exit_tags  # tags that end reasoning and stay in the content
+        self._state = _State.REASONING if start_in_reasoning else _State.OPENING
 
     def _run(self, final: bool) -> list[ReasoningDelta | ContentDelta]:
         self._events = []
@@ -112,7 +128,80 @@ class ReasoningSplitter:
         self._state = _State.CONTENT
         return True
 
-    def _emit(self, sink: list[str], kind: type[ReasoningDelta] | type[ContentDelta], text: str) -> None:
-        if text:
-            sink.append(text)
-            self._events.append(kind(text))
+
+class ChannelSplitter(_Splitter):
+    """Splits an answer made of channelled messages (harmony, Muse Glimmer) into reasoning and
+    content; ``feed`` pieces, then ``close`` once. Same interface as ``ReasoningSplitter``.
+
+    Headers and the structural tokens are the envelope and are dropped, as the reasoning tags
+    are; every body character goes to exactly one of reasoning or content. A tool message goes
+    on as content, for the tool-call parser, in the form ``MessageChannels`` describes. Text that
+    never reaches a ``<|message|>`` within ``HEADER_LIMIT`` characters is content (a model that
+    answers without the envelope).
+    """
+
+    def __init__(self, channels: MessageChannels) -> None:
+        super().__init__()
+        self._channels = channels
+        self._tokens = (channels.message, channels.start, *channels.ends)
+        self._header: list[str] = []
+        self._header_size = 0
+        self._route: Route | None = None  # None: inside a header
+
+    def close(self) -> list[ReasoningDelta | ContentDelta]:
+        self._run(final=True)
+        if self._route is None and "".join(self._header).strip():
+            self._body("content", "".join(self._header))  # no envelope after all: nothing is lost
+        return self._events
+
+    def _run(self, final: bool) -> list[ReasoningDelta | ContentDelta]:
+        """One pass over the buffer by position: tokens repeated all through a long piece cost
+        linear time (the rest of the buffer is not copied at each one)."""
+        self._events = []
+        buffer, at = self._buffer, 0
+        while at < len(buffer):
+            size, marker = scan(buffer, self._tokens, final, at)
+            self._text(buffer[at:at + size])
+            at += size
+            if marker is None:
+                break
+            at += len(marker)
+            self._token(marker)
+        self._buffer = buffer[at:]
+        return self._events
+
+    def _text(self, text: str) -> None:
+        if not text:
+            return
+        if self._route is not None:
+            self._body(self._route, text)
+            return
+        self._header.append(text)
+        self._header_size += len(text)
+        if self._header_size > HEADER_LIMIT:
+            self._route = "content"
+            self._body("content", "".join(self._header))
+
+    def _token(self, token: str) -> None:
+        channels = self._channels
+        if token == channels.message and self._route is None:
+            header = "".join(self._header)
+            self._route = channels.route(header)
+            if self._route == "tool" and channels.tool_end:
+                named = header.lstrip()
+                named = named if named.startswith("assistant") else "assistant " + named
+                self._body("tool", channels.start + named + channels.message)
+            return
+        if token == channels.message:
+            self._body(self._route, token)  # type: ignore[arg-type]
+            return
+        if self._route == "tool" and channels.tool_end:
+            self._body("tool", channels.tool_end)
+        self._route = None
+        self._header, self._header_size = [], 0
+
+    def _body(self, route: Route, text: str) -> None:
+        if route == "reasoning":
+            self._emit(self._reasoning, ReasoningDelta, text)
+        else:
+            self._emit(self._content, ContentDelta, text)

@@ -36,8 +36,6 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
     Unsupported("model", "rope_alpha", lambda v: v is not None, ROPE),
     Unsupported("draft_model", "draft_rope_scale", lambda v: v not in (None, 1.0), ROPE),
     Unsupported("draft_model", "draft_rope_alpha", lambda v: v is not None, ROPE),
-    Unsupported("model", "harmony", bool, "the Harmony format is not parsed by this build"),
-    Unsupported("model", "muse_glimmer", bool, "the Muse Glimmer format is not parsed by this build"),
     Unsupported("lora", "loras", bool, "ExLlamaV3 cannot load LoRAs (upstream's ExLlamaV3 backend refuses them too)"),
     Unsupported("developer", "seqlog", bool, "logs go to stderr only; there is no Seq sender"),
     Unsupported("developer", "unsafe_launch", bool, "there is no dependency version check to skip"),

@@ -35,7 +35,7 @@ READ_BY_CONFIG = {("model", "use_as_default"): "load_settings takes these keys f
 
 #: A value for each unsupported key that asks for the missing feature.
 ASKING = {"api_servers": ["OAI", "Kobold"], "vision": True, "rope_scale": 2.0, "rope_alpha": 2.5,
-          "draft_rope_scale": 2.0, "draft_rope_alpha": 2.5, "harmony": True, "muse_glimmer": True,
+          "draft_rope_scale": 2.0, "draft_rope_alpha": 2.5,
           "lora_dir": "adapters", "loras": [{"name": "style"}],
           "embedding_model_name": "bge", "seqlog": True, "unsafe_launch": True}
 

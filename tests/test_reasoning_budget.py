@@ -10,7 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tabby_fixed.chat import ChatModel, reasoning_budget
 from tabby_fixed.reasoning_budget import BudgetWatch, ReasoningBudget, chosen_budget
+from tabby_fixed.server.requests import ChatCompletionRequest
 from tests.server.conftest import API_KEY, serve
 
 THINK = ReasoningBudget(2, "Enough.</think>", "<think>", "</think>", starts_inside=False)
@@ -22,6 +24,19 @@ def test_the_first_non_negative_level_wins() -> None:
     assert chosen_budget(-1, -1, -1) is None
     assert chosen_budget(0, 10, 50) == 0
     assert chosen_budget(None, 10, 50) == 10
+
+
+@pytest.mark.parametrize("tool_format", ["harmony", "muse_glimmer"])
+def test_no_budget_for_formats_whose_reasoning_is_a_channel(tool_format: str, caplog: pytest.LogCaptureFixture):
+    """Their reasoning ends with the channel's own tokens, not ``</think>``: the budget is dropped
+    with a warning rather than forcing a tag that ends nothing into the answer."""
+    chat = ChatCompletionRequest.model_validate({"messages": [{"role": "user", "content": "hi"}],
+                                                 "reasoning_budget_tokens": 8})
+    model = ChatModel(name="m", chat_template="", chat_template_name=None, tool_format=tool_format, reasoning=True)
+    assert reasoning_budget(model, chat, "") is None
+    assert "splits reasoning by message channels" in caplog.text
+    plain = ChatModel(name="m", chat_template="", chat_template_name=None, tool_format="hermes", reasoning=True)
+    assert reasoning_budget(plain, chat, "") is not None
 
 
 def test_the_watch_counts_only_reasoning_tokens_and_fires_once() -> None:

@@ -98,6 +98,22 @@ def test_cancelled_job_stops_counting(tmp_path):
     assert asyncio.run(cancel_midway()) == 1 and engine.active_jobs() == 0
 
 
+def test_cache_usage_counts_live_jobs_tokens(tmp_path):
+    """Prompt and output tokens of running jobs over max_seq_len; nothing once they end."""
+    engine = ScriptedEngine(folder_with(tmp_path, {"default": "tick " * 100, "max_seq_len": 1000}))
+
+    async def after_three_tokens() -> float:
+        steps = await engine.generate(GenerationRequest("one two three four", GenerationParams()))
+        for _ in range(3):
+            await steps.__anext__()
+        usage = engine.cache_usage()
+        await steps.aclose()
+        return usage
+
+    assert asyncio.run(after_three_tokens()) == (7 + 3) / 1000, "7 prompt pieces (words and spaces), 3 tokens"
+    assert engine.cache_usage() == 0.0
+
+
 def ask(engine: ScriptedEngine, *transcript: tuple[str, str]) -> str:
     last_user = next((text for role, text in reversed(transcript) if role == "user"), "")
 

@@ -252,3 +252,31 @@ def test_a_model_without_a_call_grammar_says_the_choice_is_not_enforced(caplog):
     assert "tool_choice 'required' (strict tools, parallel_tool_calls) is not enforced" in caplog.text
     with_format = ChatModel("coder", "{{ messages }}", None, "qwen3_coder", reasoning=False)
     assert chat_constraint(with_format, chat, "prompt", None, {}).kind == "tools"
+
+
+#: One call as each of the later formats writes it (write_file, path "a.py").
+MORE_CALLS = {
+    "seed_oss": "<seed:tool_call>\n<function=write_file>\n<parameter=path>a.py</parameter>\n</function>\n"
+                "</seed:tool_call>",
+    "kimi_k2": '<|tool_calls_section_begin|><|tool_call_begin|>functions.write_file:0<|tool_call_argument_begin|>'
+               '{"path": "a.py"}<|tool_call_end|><|tool_calls_section_end|>',
+    "deepseek_v31": '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>write_file<｜tool▁sep｜>{"path": "a.py"}'
+                    "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "mistral": '[TOOL_CALLS]write_file[ARGS]{"path": "a.py"}',
+    "hy3": "<tool_calls:opensource>\n<tool_call:opensource>write_file<tool_sep:opensource>\n"
+           "<arg_key:opensource>path</arg_key:opensource>\n<arg_value:opensource>a.py</arg_value:opensource>\n"
+           "</tool_call:opensource>\n</tool_calls:opensource>",
+    "hy3_preview": "<tool_calls>\n<tool_call>write_file<tool_sep>\n<arg_key>path</arg_key>\n"
+                   "<arg_value>a.py</arg_value>\n</tool_call>\n</tool_calls>",
+}
+
+
+@pytest.mark.parametrize("fmt", MORE_CALLS)
+def test_later_formats_accept_their_own_calls_and_refuse_unknown_tools(vocab, fmt):
+    text = MORE_CALLS[fmt]
+    grammar = grammar_for(vocab, fmt, "required")
+    assert accepts(vocab, grammar, text)
+    assert [(c.name, c.arguments) for c in ToolCallParser(fmt, TOOLS).parse(text).tool_calls] == \
+        [("write_file", {"path": "a.py"})]
+    assert not accepts(vocab, grammar, text.replace("write_file", "rm_rf"))
+    assert not accepts(vocab, grammar_for(vocab, fmt, "none"), "Sure. " + text)

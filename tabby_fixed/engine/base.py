@@ -147,6 +147,10 @@ class Engine(Protocol):
         """Jobs generating or waiting right now (a cancelled job no longer counts)."""
         ...
 
+    def cache_usage(self) -> float:
+        """The share of the KV cache that live jobs hold now, from 0 to 1 (a load balancer's signal)."""
+        ...
+
     def health_issues(self) -> list[dict[str, str]]:
         """Failures not yet recovered from, as ``{"time", "description"}``; empty when healthy."""
         ...

@@ -472,6 +472,9 @@ class ExLlamaV3Engine:
     def active_jobs(self) -> int:
         return self._worker.active_jobs()
 
+    def cache_usage(self) -> float:
+        return self._worker.cache_usage()
+
     def health_issues(self) -> list[dict[str, str]]:
         return list(self._worker.issues)
 

@@ -129,6 +129,16 @@ def _load_script(path: Path) -> dict[str, Any]:
     return script
 
 
+def script_context(script: dict[str, Any], configured: int | None) -> int:
+    """The context length: the configured one, else the script's ``max_seq_len``, else 32768."""
+    return int(configured or script.get("max_seq_len", 32768))
+
+
+def folder_context(folder: Path, configured: int | None) -> int:
+    """The context a scripted model folder would load with, read without loading it."""
+    return script_context(_load_script(folder / "scripted.yml"), configured)
+
+
 def _responses(path: Path, entries: Any) -> list[_Response]:
     if not isinstance(entries, list):
         raise ScriptError(f"{path}: 'responses' must be a list of {{match, output}} entries")
@@ -259,6 +269,7 @@ class ScriptedEngine:
         self._structured_examples = bool(script.get("structured_output_examples", False))
         self._tokenizer = _Tokenizer(folder)
         self._active = 0
+        self._held_tokens = 0  # prompt and output tokens of live jobs: what a real KV cache would hold
         self._unloaded = False
         template_file = script.get("chat_template")
         if template_file:
@@ -268,7 +279,7 @@ class ScriptedEngine:
                 "chatml_tools", BUILTIN_TEMPLATE.read_text(encoding="utf-8"))
         self.info = ModelInfo(
             name=folder.name,
-            max_seq_len=int(max_seq_len or script.get("max_seq_len", 32768)),
+            max_seq_len=script_context(script, max_seq_len),
             chat_template=template[1],
             chat_template_name=template[0],
             tool_format=script.get("tool_format"),
@@ -290,6 +301,11 @@ class ScriptedEngine:
 
     def active_jobs(self) -> int:
         return self._active
+
+    def cache_usage(self) -> float:
+        """Live jobs' tokens against a cache of one context's length, as a model with a cache the
+        size of ``max_seq_len`` would fill it (without prefix sharing)."""
+        return min(1.0, self._held_tokens / self.info.max_seq_len)
 
     def health_issues(self) -> list[dict[str, str]]:
         return []
@@ -371,6 +387,7 @@ class ScriptedEngine:
                       failure: str | None, params: GenerationParams) -> AsyncIterator[Step | Finish]:
         """Scripted tokens are certain: each has log-probability 0, and is its own only alternative."""
         self._active += 1
+        self._held_tokens += prompt_tokens
         started = time.perf_counter()
         held = ""  # text that could still be the start of a stop string
         count = 0
@@ -390,6 +407,7 @@ class ScriptedEngine:
                 elif count % _YIELD_EVERY == 0:
                     await asyncio.sleep(0)
                 count += 1
+                self._held_tokens += 1
                 if watch is not None and watch.feed(piece, 1):
                     queue = self._cut_reasoning(queue, watch.budget)
                 certain = (TokenLogprob(piece, 0.0, ((piece, 0.0),)[:params.top_logprobs]),) \
@@ -412,3 +430,4 @@ class ScriptedEngine:
             yield Finish("stop", prompt_tokens, count, completion_seconds=time.perf_counter() - started)
         finally:
             self._active -= 1
+            self._held_tokens -= prompt_tokens + count

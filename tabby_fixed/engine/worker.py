@@ -42,6 +42,9 @@ class GeneratorLike(Protocol):
 
     def close(self) -> None: ...
 
+    #: The paged cache's bookkeeping: ``referenced_pages`` (pages live jobs hold) and ``max_pages``.
+    pagetable: Any
+
 
 class GeneratorFailed(RuntimeError):
     """The generator itself failed; the job was lost with it."""
@@ -102,6 +105,15 @@ class GeneratorWorker:
 
     def active_jobs(self) -> int:
         return len(self._handles)
+
+    def cache_usage(self) -> float:
+        """Pages held by live jobs over all pages. Read from the event loop while the worker thread
+        changes the table: taking a dict's length is atomic, so the figure is at worst one step old."""
+        generator = self._generator
+        if generator is None:
+            return 0.0
+        table = generator.pagetable
+        return len(table.referenced_pages) / table.max_pages if table.max_pages else 0.0
 
     def stop(self) -> None:
         """Fail what is left, close the generator and end the thread."""

@@ -160,7 +160,8 @@ async def _load_events(events: asyncio.Queue[dict[str, Any] | None],
 
 @router.post("/v1/model/unload", dependencies=ADMIN)
 async def unload_model(request: Request) -> JSONResponse:
-    await serving(request.app, None, "admin")
+    if not request.app.state.config.model.models:  # several models: unloading none is no error
+        await serving(request.app, None, "admin")
     await request.app.state.models.unload()
     return JSONResponse(None)
 

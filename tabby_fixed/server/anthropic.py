@@ -149,7 +149,7 @@ class _Message:
             return out + self._delta({"type": "text_delta", "text": text})
         if isinstance(item, ToolCallBegin):
             self._text.drop()
-            return self._start({"type": "tool_use", "id": _tool_id(), "name": item.name, "input": {}})
+            return self._start({"type": "tool_use", "id": item.call_id or _tool_id(), "name": item.name, "input": {}})
         if isinstance(item, ToolCallArgs):
             self._arguments.append(item.fragment)
             return self._delta({"type": "input_json_delta", "partial_json": item.fragment})

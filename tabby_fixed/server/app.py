@@ -26,9 +26,10 @@ from .. import __version__
 from ..auth import KeyStore
 from ..config import TabbyConfig
 from ..errors import ApiError
-from . import admin, anthropic, apidoc, embeddings, kobold, lora, openai, responses, tabby
+from . import admin, anthropic, apidoc, embeddings, kobold, lora, metrics, openai, responses, tabby
 from .asgi import HttpMiddleware
-from .models import ModelManager
+from .metrics import Metrics, RequestCounter
+from .models import ModelManager, idle_model_keys
 from .prepare import prepare
 from .request_log import RequestLog
 from .response_store import ResponseStore
@@ -39,20 +40,25 @@ logger = logging.getLogger(__name__)
 def create_app(config: TabbyConfig) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        watcher = asyncio.ensure_future(app.state.keys.watch())
+        watchers = [asyncio.ensure_future(app.state.keys.watch())]
+        if config.model.models and config.model.idle_unload_seconds:
+            watchers.append(asyncio.ensure_future(app.state.models.watch_idle()))
         await prepare(app)
         if config.embeddings.embedding_model_name:
             await app.state.embeddings.load(config.embeddings.embedding_model_name)
         try:
             yield
         finally:
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
+            for watcher in watchers:
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watcher
             await app.state.models.unload()
             await app.state.embeddings.unload()
 
     app = FastAPI(title="tabby-fixed", version=__version__, lifespan=lifespan)
+    for key in idle_model_keys(config):
+        logger.warning("%s has no effect here", key)
     app.state.config = config
     app.state.keys = KeyStore(config.resolve("api_tokens.yml"), disabled=config.network.disable_auth)
     app.state.model = None
@@ -60,6 +66,7 @@ def create_app(config: TabbyConfig) -> FastAPI:
     app.state.models = ModelManager(app)
     app.state.embedding = None
     app.state.embeddings = embeddings.EmbeddingModels(app)
+    app.state.metrics = Metrics(app.state.models.loaded, lambda: app.state.models.max_loaded)
     app.state.health_issues = []
     app.state.responses = ResponseStore(config.network.responses_store_size, config.network.responses_store_ttl)
     app.state.prepared = False  # the configured preset and model are set up (startup.prepare)
@@ -68,6 +75,7 @@ def create_app(config: TabbyConfig) -> FastAPI:
                        allow_credentials=True)
     if config.logging.log_requests:
         app.add_middleware(RequestLog)
+    app.add_middleware(RequestCounter, metrics=app.state.metrics)
     if "OAI" in config.network.api_servers:
         app.include_router(openai.router)
         app.include_router(anthropic.router)
@@ -80,6 +88,7 @@ def create_app(config: TabbyConfig) -> FastAPI:
     app.include_router(admin.router)
     app.include_router(lora.router)
     app.include_router(embeddings.router)
+    app.include_router(metrics.router)
     _add_error_handlers(app)
     apidoc.install(app)
     return app

@@ -37,6 +37,7 @@ from .models import LoadedModel
 from .requests import ChatCompletionRequest, CompletionRequest, GenerationFields, parse_body
 from .sse import DONE, frame, ping, run_jobs, sse_response
 from .state import read_body, read_json, serving, unless_disconnected
+from .usage import timings, usage
 from .vision import attach_images
 
 router = APIRouter(prefix="/v1", tags=["openai"])
@@ -46,7 +47,7 @@ logger = logging.getLogger(__name__)
 def _generation(app: FastAPI, model: LoadedModel, fields: GenerationFields) -> tuple[GenerationParams, str]:
     """The job's parameters from every sampler layer, and the ``x-sampler-source`` summary. The
     constraint is as requested; the route compiles it (chat adds the tools and the reasoning section)."""
-    effective = resolve(fields.sampler_values(), app.state.preset, model.card)
+    effective = resolve(fields.sampler_values(), model.preset or app.state.preset, model.card)
     values = effective.values
     if app.state.config.logging.log_generation_params:
         logger.info("generation params (%s): %s", effective.summary(),
@@ -54,7 +55,7 @@ def _generation(app: FastAPI, model: LoadedModel, fields: GenerationFields) -> t
     ignored = [name for name in effective.set_by("forced", "request", "preset", "card")
                if name not in model.engine.sampler_fields]
     if ignored:
-        logger.debug("the %s engine does not apply: %s", type(model.engine).__name__, ", ".join(ignored))
+        logger.debug("%s's engine does not apply: %s", model.name, ", ".join(ignored))
     _check_stops(values["stop"] or (), app.state.config.network)
     top_logprobs = values["top_logprobs"] or (values["logprobs"] if values["logprobs"] > 1 else 0)
     params = GenerationParams(max_tokens=values["max_tokens"], stop=tuple(values["stop"] or ()), sampler=values,
@@ -89,21 +90,6 @@ def _text_logprobs(logprobs: list[TokenLogprob], offset: int = 0) -> dict[str, A
         at += len(lp.token)
     return {"tokens": [lp.token for lp in logprobs], "token_logprobs": [lp.logprob for lp in logprobs],
             "top_logprobs": [dict(lp.top) for lp in logprobs], "text_offset": offsets}
-
-
-def _usage(finishes: list[Finish]) -> dict[str, Any]:
-    prompt = finishes[0].prompt_tokens if finishes else 0
-    completion = sum(f.completion_tokens for f in finishes)
-    prompt_time = max((f.prompt_seconds for f in finishes), default=0.0)
-    completion_time = max((f.completion_seconds for f in finishes), default=0.0)
-    return {
-        "prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-        "prompt_tokens_details": {"cached_tokens": finishes[0].cached_tokens if finishes else 0},
-        "completion_tokens_details": {
-            "accepted_prediction_tokens": sum(f.accepted_draft_tokens for f in finishes),
-            "rejected_prediction_tokens": sum(f.rejected_draft_tokens for f in finishes)},
-        "prompt_time": prompt_time, "completion_time": completion_time, "total_time": prompt_time + completion_time,
-    }
 
 
 def finish_reason(finish: Finish, output: ChatOutput | None = None) -> str:
@@ -162,11 +148,13 @@ class _Choices:
 
 
 def stream_settings(request: Request, fields: GenerationFields) -> tuple[bool, float] | None:
-    """``(include_usage, ping_interval)`` when the answer streams; None for one JSON body."""
+    """``(include_usage, ping_interval)`` when the answer streams; None for one JSON body. Asking
+    for ``timings`` asks for the usage chunk too: that is where they go."""
     config = request.app.state.config
     if not fields.stream or config.developer.disable_request_streaming:
         return None
-    return bool(fields.stream_options and fields.stream_options.include_usage), config.network.sse_ping_interval
+    wants_usage = bool(fields.stream_options and fields.stream_options.include_usage) or fields.timings
+    return wants_usage, config.network.sse_ping_interval
 
 
 def _error_frame(error: ApiError) -> bytes:
@@ -221,7 +209,8 @@ class ChatJob:
             reasoning_budget=reasoning_budget(model.chat, chat, prompt))
         choices = await _Choices.start(request, model, [prompt] * chat.n, params, [last_user_text(chat)] * chat.n,
                                        transcript(chat), images)
-        parsers = [output_parser(model.chat, chat, prompt) for _ in range(chat.n)]
+        on_parsed = request.app.state.metrics.parsed_callback(model.name)
+        parsers = [output_parser(model.chat, chat, prompt, on_parsed) for _ in range(chat.n)]
         return cls(request, model, params, {"x-sampler-source": sources}, choices, parsers)
 
     async def outputs(self) -> tuple[list[ChatOutput], list[list[TokenLogprob]]]:
@@ -271,7 +260,7 @@ async def chat_completions(request: Request, permission: ApiPermission) -> Respo
     chat: ChatCompletionRequest = parse_body(body, ChatCompletionRequest,
                                              request.app.state.config.network.max_json_depth)
     job = await ChatJob.start(request, permission, chat, raw_body=body)
-    reply = _Reply("chatcmpl", job.model.name)
+    reply = _Reply("chatcmpl", job.model.name, chat.timings)
     if (streaming := stream_settings(request, chat)) is not None:
         return sse_response(guarded(_stream_chat(reply, job.choices, job.parsers, *streaming),
                                     send_traceback=request.app.state.config.network.send_tracebacks), job.headers)
@@ -282,12 +271,14 @@ async def chat_completions(request: Request, permission: ApiPermission) -> Respo
 
 
 class _Reply:
-    """Ids, timestamps and the fixed part of every chunk of one response."""
+    """Ids, timestamps and the fixed part of every chunk of one response; ``timings``: the
+    request asked for llama.cpp's ``timings`` beside ``usage``."""
 
-    def __init__(self, prefix: str, model: str) -> None:
+    def __init__(self, prefix: str, model: str, timings: bool = False) -> None:
         self.id = f"{prefix}-{uuid.uuid4().hex}"
         self.created = int(time.time())
         self.model = model
+        self.timings = timings
         self._chunk_head = (f'data: {{"id":"{self.id}","object":"chat.completion.chunk","created":{self.created},'
                             f'"model":{json.dumps(model)},"choices":[{{"index":').encode()
 
@@ -300,15 +291,19 @@ class _Reply:
                          json.dumps(delta, ensure_ascii=False, separators=(",", ":")).encode(),
                          b',"logprobs":', probs, b',"finish_reason":', reason.encode(), b"}]}\r\n\r\n"))
 
-    def usage_chunk(self, finishes: list[Finish]) -> bytes:
-        return frame({"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-                      "choices": [], "usage": _usage(finishes)})
+    def usage(self, finishes: list[Finish]) -> dict[str, Any]:
+        """``usage``, and ``timings`` when asked for: the fields every body and usage chunk ends with."""
+        return {"usage": usage(finishes), **({"timings": timings(finishes)} if self.timings else {})}
+
+    def usage_chunk(self, finishes: list[Finish], obj: str = "chat.completion.chunk") -> bytes:
+        return frame({"id": self.id, "object": obj, "created": self.created, "model": self.model,
+                      "choices": [], **self.usage(finishes)})
 
     def chat_completion(self, outputs: list[ChatOutput], finishes: list[Finish],
                         logprobs: list[list[TokenLogprob]] | None) -> dict[str, Any]:
         choices = []
         for index, (output, finish) in enumerate(zip(outputs, finishes, strict=True)):
-            calls = [{"id": _call_id(), "type": "function", "index": i,
+            calls = [{"id": call.call_id or _call_id(), "type": "function", "index": i,
                       "function": {"name": call.name, "arguments": call.arguments_json}}
                      for i, call in enumerate(output.tool_calls)]
             choices.append({
@@ -319,7 +314,7 @@ class _Reply:
                 "finish_reason": finish_reason(finish, output), "stop_str": finish.stop_str,
             })
         return {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
-                "choices": choices, "usage": _usage(finishes)}
+                "choices": choices, **self.usage(finishes)}
 
 
 def _delta(event: OutputEvent, ids: dict[int, str]) -> dict[str, Any] | None:
@@ -328,7 +323,7 @@ def _delta(event: OutputEvent, ids: dict[int, str]) -> dict[str, Any] | None:
     if isinstance(event, ReasoningDelta):  # both names: clients read one or the other (vLLM renamed it)
         return {"reasoning_content": event.text, "reasoning": event.text}
     if isinstance(event, ToolCallBegin):
-        ids[event.index] = _call_id()
+        ids[event.index] = event.call_id or _call_id()  # the model's own id (Kimi) round-trips
         return {"tool_calls": [{"index": event.index, "id": ids[event.index], "type": "function",
                                 "function": {"name": event.name, "arguments": ""}}]}
     if isinstance(event, ToolCallArgs):
@@ -377,7 +372,7 @@ async def completions(request: Request, permission: ApiPermission) -> Response:
     if params.constraint is not None:
         params = dataclasses.replace(params, constraint=compiled(params.constraint))
     choices = await _Choices.start(request, model, prompts, params, prompts)
-    reply = _Reply("cmpl", model.name)
+    reply = _Reply("cmpl", model.name, completion.timings)
     headers = {"x-sampler-source": sources}
     if (streaming := stream_settings(request, completion)) is not None:
         return sse_response(guarded(_stream_text(reply, choices, *streaming),
@@ -390,7 +385,7 @@ async def completions(request: Request, permission: ApiPermission) -> Response:
         "choices": [{"index": i, "text": text, "logprobs": _text_logprobs(logprobs[i]) if wanted else None,
                      "finish_reason": finish_reason(finish), "stop_str": finish.stop_str}
                     for i, (text, finish) in enumerate(zip(texts, finishes, strict=True))],
-        "usage": _usage(finishes),
+        **reply.usage(finishes),
     })
 
 
@@ -411,6 +406,5 @@ async def _stream_text(reply: _Reply, choices: _Choices, include_usage: bool,
         yield b"".join(chunk(index, step.text, None, step.logprobs) if isinstance(step, Step) else
                        chunk(index, "", finish_reason(step)) for index, step in batch)
     if include_usage:
-        yield frame({"id": reply.id, "object": "text_completion", "created": reply.created, "model": reply.model,
-                     "choices": [], "usage": _usage(choices.done())})
+        yield reply.usage_chunk(choices.done(), "text_completion")
     yield DONE

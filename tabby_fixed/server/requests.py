@@ -90,6 +90,8 @@ class GenerationFields(SamplerFields):
     stream_options: StreamOptions | None = None
     n: int = Field(1, ge=1, le=16)
     response_format: ResponseFormat | None = None
+    #: llama.cpp's ``timings`` object beside ``usage`` (in the usage chunk when streaming).
+    timings: bool = False
 
 
 class ReasoningRequest(RequestBody):

@@ -202,7 +202,7 @@ class _Events:
                                      content_index=0, delta=text, logprobs=[])
         if isinstance(item, ToolCallBegin):
             self._blank.drop()
-            return self._open("function_call", item.name)
+            return self._open("function_call", item.name, item.call_id)
         if isinstance(item, ToolCallArgs):
             self._text.append(item.fragment)
             return self._event("response.function_call_arguments.delta", item_id=self._item_id,
@@ -219,14 +219,14 @@ class _Events:
     def _item_id(self) -> str:
         return self._item["id"] if self._item else ""
 
-    def _open(self, kind: str, name: str = "") -> bytes:
+    def _open(self, kind: str, name: str = "", call_id: str | None = None) -> bytes:
         out = self._close()
         if kind == "reasoning":
             self._item = _reasoning_item(_id("rs"), "", "in_progress")
         elif kind == "message":
             self._item = _message_item(_id("msg"), None, "in_progress")
         else:
-            self._item = _call_item(_id("fc"), _id("call"), name, "", "in_progress")
+            self._item = _call_item(_id("fc"), call_id or _id("call"), name, "", "in_progress")  # Kimi's own id
         out += self._event("response.output_item.added", output_index=self._index, item=self._item)
         if kind == "message":
             out += self._event("response.content_part.added", item_id=self._item_id, output_index=self._index,

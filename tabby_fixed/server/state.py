@@ -24,9 +24,12 @@ async def serving(app: FastAPI, requested: str | None, permission: str) -> Loade
 
     Like upstream, a ``model`` naming something else is ignored (clients send aliases), unless
     inline loading is on: then an admin key loads that folder first, and an API key gets 401.
-    Dummy model names are always served by the loaded model.
+    Dummy model names are always served by the loaded model. With ``model.models``, the model
+    manager picks (and loads) the served model the request names.
     """
     config: TabbyConfig = app.state.config
+    if config.model.models:
+        return await app.state.models.serve(requested)
     model: LoadedModel | None = app.state.model
     if requested and config.model.inline_model_loading and requested not in config.model.dummy_model_names \
             and (model is None or requested != model.name):

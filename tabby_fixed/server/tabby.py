@@ -55,8 +55,11 @@ def _card(name: str, model: LoadedModel | None = None) -> dict[str, Any]:
 @router.get("/v1/models")
 @router.get("/v1/model/list")
 async def list_models(request: Request, permission: ApiPermission) -> dict[str, Any]:
-    """Admin keys see every model folder; API keys see the loaded model, as upstream."""
+    """Admin keys see every model folder; API keys see the loaded model, as upstream. A server
+    with ``model.models`` lists those, loaded or not, with each one's context length."""
     config = request.app.state.config
+    if config.model.models:
+        return {"object": "list", "data": _served_cards(request)}
     model: LoadedModel | None = request.app.state.model
     names: list[str] = []
     if config.model.use_dummy_models:
@@ -82,6 +85,19 @@ async def retrieve_model(request: Request, permission: ApiPermission, model_id: 
         return _card(model_id)
     raise ApiError(404, f"The model '{model_id}' does not exist, or this key may not see it.", param="model",
                    code="model_not_found")
+
+
+def _served_cards(request: Request) -> list[dict[str, Any]]:
+    """``max_model_len`` (vLLM's name, which clients read for the context) on every served model;
+    the loaded ones' cards also carry their parameters."""
+    manager = request.app.state.models
+    loaded = {engine.info.name for engine in manager.loaded()}
+    cards = []
+    for name, length in manager.context_lengths().items():
+        card = _card(name)
+        card.update(max_model_len=length, loaded=name in loaded)
+        cards.append(card)
+    return cards
 
 
 @router.get("/v1/model")

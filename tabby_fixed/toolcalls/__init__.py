@@ -12,7 +12,7 @@ from .events import (
     ToolCallBegin,
     ToolCallEnd,
 )
-from .formats import FORMATS, UnknownFormatError, detect_format
+from .formats import FORMATS, UnknownFormatError, detect_format, reasoning_tags
 from .parser import ToolCallParser, ToolCallStream
 
 __all__ = [
@@ -28,4 +28,5 @@ __all__ = [
     "ToolCallStream",
     "UnknownFormatError",
     "detect_format",
+    "reasoning_tags",
 ]

@@ -20,6 +20,7 @@ class ContentDelta:
 class ToolCallBegin:
     index: int
     name: str
+    call_id: str | None = None  # the model's own id for the call (Kimi, Mistral); None: the server makes one
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,8 @@ class ToolCall:
     ``json.dumps(arguments, ensure_ascii=False)``; for a call cut off by the end of generation
     (``complete=False``) it is the deliberately unterminated JSON streamed so far, while
     ``arguments`` holds the parameters that did finish. ``raw`` is the model's text of the call.
+    ``call_id`` is the id the model wrote for the call, for formats whose model refers back to it
+    (Kimi's ``functions.NAME:IDX``); None otherwise.
     """
 
     name: str
@@ -51,6 +54,7 @@ class ToolCall:
     arguments_json: str
     complete: bool
     raw: str
+    call_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,19 @@ complete; before that, text that turns out not to be a call is released as conte
 States::
 
     TEXT ──start marker + header──▶ BODY ──parameter tag──▶ VALUE
-      ▲   └─JSON-bodied start──▶ JSON ──object complete──▶ BETWEEN
+      ▲   ├─JSON-bodied start──▶ JSON ──object complete──▶ BETWEEN
+      │   └─header naming a JSON-bodied call──▶ ARGS ──object's '}'──▶ BETWEEN
       │                                                      │
       └──────── anything else ◀── BETWEEN ◀── closing tag ── BODY ◀── value's closing tag
+
+A JSON-bodied call whose header names it (Kimi, Mistral, gpt-oss) begins at once, and ARGS
+reads its arguments object as it arrives. One named by its value (Hermes), or whose body is not
+JSON (Gemma 4, up to a tag), is held in JSON until its value is complete, then begins and ends
+at once; BETWEEN may open the next one. The model's own call id comes with the name. Cut off by
+the end of generation, a call is still a call, with ``complete=False``, once its name is known.
+
+All positions are absolute indices into ``_buffer``; what is before ``_pos`` is decided, and
+``_take(n)`` moves ``_pos`` on by n without copying the rest.
 """
 
 from __future__ import annotations
@@ -30,19 +40,25 @@ from .events import (
     ToolCallEnd,
 )
 from .formats import CallFormat, get_format
-from .formats.base import JsonOpened, Opened, ParamOpened
+from .formats.base import Decoded, JsonOpened, Opened, ParamOpened
+from .incremental import ESCAPE_LIMIT, SCALAR_END, STRING_STOP, JsonArguments, Phase, TagEnd, escape_size
 from .scanner import HEADER_LIMIT, NEED, scan, skip_space, starts
 from .schema import (
+    JSON_DECODER,
+    Choices,
     Kind,
     ToolSchemas,
     conform_json_arguments,
     convert_value,
-    is_string_kind,
     loads_json,
+    streams_as_text,
 )
 
 #: Whitespace after a value's closing tag waited through before the tag is taken as the end.
 _CLOSE_LOOKAHEAD = 256
+#: What JSON text may hold outside strings besides brackets and quotes: whitespace, separators,
+#: numbers and the letters of true, false and null.
+_BETWEEN_STRINGS = frozenset(" \t\n\r,:+-.0123456789eEtruefalsn")
 #: Text a format is shown when asked about a tag: a tag (headers, the whitespace around them)
 #: longer than this is not a tag. It keeps every question about the front of the buffer bounded.
 _WINDOW = 8 * HEADER_LIMIT
@@ -51,6 +67,7 @@ _WINDOW = 8 * HEADER_LIMIT
 class _State(Enum):
     TEXT = auto()  # outside calls: content until a start marker
     JSON = auto()  # a JSON-bodied call whose object is not complete yet (still undecided)
+    ARGS = auto()  # the JSON arguments object of a call its header named, read as it arrives
     BODY = auto()  # inside a call, between parameters
     VALUE = auto()  # inside a parameter's value
     BETWEEN = auto()  # a call just closed: its wrapper's close tag or the next call may follow
@@ -61,6 +78,7 @@ class _Call:
     index: int
     name: str
     wrapped: bool
+    call_id: str | None = None
     arguments: dict[str, Any] = field(default_factory=dict)
     emitted_keys: set[str] = field(default_factory=set)
     json_parts: list[str] = field(default_factory=list)
@@ -69,13 +87,14 @@ class _Call:
 
     def result(self) -> ToolCall:
         return ToolCall(self.name, self.arguments, "".join(self.json_parts), self.complete,
-                        "".join(self.raw_parts))
+                        "".join(self.raw_parts), self.call_id)
 
 
 @dataclass
 class _Param:
     key: str | None  # None: nameless, its JSON object spreads into arguments
     kind: Kind
+    choices: Choices  # the schema's enum or const
     close_tag: str
     ends_before: tuple[str, ...]  # tags that end the value and stay for the call
     skipped: bool  # a repeated key: the first occurrence wins
@@ -91,11 +110,13 @@ class _JsonEnd:
     The text grows as a list of pieces, each scanned once, so a long call costs time linear in
     its length; it is joined only when the object is complete (or generation ends).
 
-    A ``<`` or ``\\`` outside a string can be in no JSON object, so the candidate is ``broken``
-    there and its scan stops. Every start marker begins with ``<``, so a candidate never scans
-    past a later one unless that one sits inside the candidate's string, and then the two read
-    the text in opposite string states until one of them breaks: each character is scanned by
-    at most a few candidates, and ``<tool_call>{`` repeated costs linear time, not quadratic.
+    A character that can be in no JSON text outside a string (``<``, ``\\``, letters other than
+    those of true, false and null) makes the candidate ``broken`` there and its scan stops. Every
+    start marker begins with such a character or with ``[`` and one (``[TOOL_CALLS]``), so a
+    candidate never scans past a later one unless that one sits inside the candidate's string,
+    and then the two read the text in opposite string states until one of them breaks: each
+    character is scanned by at most a few candidates, and ``<tool_call>{`` or ``[TOOL_CALLS][{``
+    repeated costs linear time, not quadratic.
     """
 
     def __init__(self, text: str, start: int) -> None:
@@ -143,13 +164,13 @@ class _JsonEnd:
                 self._in_string = False
         elif char == '"':
             self._in_string = True
-        elif char in "<\\":
-            self.broken = True
         elif char in "{[":
             self._depth += 1
         elif char in "}]":
             self._depth -= 1
             return self._depth == 0
+        elif char not in _BETWEEN_STRINGS:
+            self.broken = True
         return False
 
 
@@ -174,7 +195,9 @@ class ToolCallStream:
         self._calls: list[_Call] = []
         self._call: _Call | None = None  # the call being read
         self._param: _Param | None = None  # the parameter being read
-        self._json: _JsonEnd | None = None  # the JSON-bodied call being read
+        self._json: _JsonEnd | TagEnd | None = None  # the JSON-bodied call being read
+        self._json_opened = JsonOpened(0)  # how it opened
+        self._arguments = JsonArguments()  # the streamed JSON arguments being read
         self._content: list[str] = []
         self._events: list[Event] = []
         self._parts: list[list[str]] = []  # per event, the pieces merged into it (joined once, in _flush)
@@ -182,6 +205,7 @@ class ToolCallStream:
         self._steps = {
             _State.TEXT: self._step_text,
             _State.JSON: self._step_json,
+            _State.ARGS: self._step_args,
             _State.BODY: self._step_body,
             _State.VALUE: self._step_value,
             _State.BETWEEN: self._step_between,
@@ -204,6 +228,7 @@ class ToolCallStream:
         self._run(final=True)
         call = self._call
         if call is not None:
+            self._to_call(self._take(len(self._buffer) - self._pos))  # a cut escape or number: the call's text
             if self._param is not None and self._param.held_newline:
                 self._args(_escape("\n"))
             self._emit(ToolCallEnd(call.index))
@@ -245,37 +270,205 @@ class ToolCallStream:
         if answer is NEED:
             return False
         if isinstance(answer, JsonOpened):
-            self._json = _JsonEnd(self._buffer, self._pos + answer.length)
-            self._state = _State.JSON
+            self._open_json(answer, 0)
         elif isinstance(answer, Opened):
             self._begin_call(answer)
         else:
             self._to_content(self._take(1))
         return True
 
+    def _open_json(self, opened: JsonOpened, leading: int) -> None:
+        """A JSON-bodied call whose header starts ``leading`` characters after ``_pos``."""
+        if opened.name is not None and not opened.until:  # named already: its arguments stream
+            self._begin_call(Opened(opened.name, opened.length, wrapped=True, call_id=opened.call_id),
+                             leading=self._take(leading))
+            self._arguments = JsonArguments()
+            self._state = _State.ARGS
+            return
+        start = self._pos + leading + opened.length
+        self._json = TagEnd(self._buffer, start, opened.until) if opened.until else _JsonEnd(self._buffer, start)
+        self._json_opened = opened
+        self._state = _State.JSON
+
     def _step_json(self, final: bool) -> bool:
         assert self._json is not None
-        end = self._json.end()
-        if end is None and not final and not self._json.broken:
+        end, broken = self._json.end(), self._json.broken
+        if end is None and not final and not broken:
             return False
         self._buffer = self._json.text()
-        decoded = None
-        if end is not None:
+        start, opened = self._json.start, self._json_opened
+        self._json = None
+        rest = len(self._buffer) - self._pos
+        if end is None and not broken:  # cut off by the end of generation
+            whole, cut = self._format.call_from_partial_json(self._buffer[start:], opened, self._schemas)
+            for number, call in enumerate(whole):
+                self._decoded_call(call, rest if number == 0 else 0)
+                self._close_call(_State.BETWEEN)
+            if cut is not None:
+                self._decoded_call(cut, 0 if whole else rest)
+                return False
+            if whole:
+                self._state = _State.TEXT
+                return False
+        elif end is not None:
             try:
-                body = loads_json(self._buffer[self._json.start:end])
+                body = self._format.decode_body(self._buffer[start:end])
             except (ValueError, RecursionError):
                 body = None
-            decoded = self._format.call_from_json(body, self._schemas)
-        self._json = None
-        if decoded is None:
-            self._state = _State.TEXT
-            self._to_content(self._take(1))
-            return True
-        name, arguments = decoded
-        self._begin_call(Opened(name, end - self._pos, wrapped=True))  # type: ignore[operator]
-        for key, value in arguments.items():
+            calls = self._format.call_from_json(body, opened, self._schemas)
+            if calls:  # a JSON list may hold several; the first call's raw text holds them all
+                for number, call in enumerate(calls):
+                    self._decoded_call(call, end - self._pos if number == 0 else 0)
+                    self._close_call(_State.BETWEEN)
+                return True
+        self._state = _State.TEXT
+        self._to_content(self._take(1))
+        return True
+
+    def _decoded_call(self, call: Decoded, length: int) -> None:
+        self._begin_call(Opened(call.name, length, wrapped=True, call_id=call.call_id))
+        for key, value in call.arguments.items():
             self._add_argument(key, value)
-        self._close_call(_State.BETWEEN)
+
+    # -- JSON arguments, streamed --------------------------------------------------------------
+
+    def _step_args(self, final: bool) -> bool:
+        """One step through the arguments object: its members are read as they arrive, string
+        values streamed, other values emitted once complete (and typed by the schema)."""
+        reader = self._arguments
+        if reader.phase is Phase.STRING:
+            return self._args_string(final)
+        if reader.phase is Phase.NESTED:
+            return self._args_nested(final)
+        if reader.phase is Phase.SCALAR:
+            return self._args_scalar(final)
+        self._to_call(self._take(skip_space(self._buffer, self._pos) - self._pos))
+        if self._pos == len(self._buffer):
+            return False
+        char = self._buffer[self._pos]
+        if reader.phase is Phase.AFTER and char == ",":
+            self._to_call(self._take(1))
+            reader.phase, reader.first = Phase.KEY, False
+        elif char == "}" and (reader.phase is Phase.AFTER or (reader.phase is Phase.KEY and reader.first)):
+            self._to_call(self._take(1))
+            self._close_call(_State.BETWEEN)
+        elif reader.phase is Phase.OPEN and char == "{":
+            self._to_call(self._take(1))
+            reader.phase = Phase.KEY
+        elif reader.phase is Phase.KEY and char == '"':
+            return self._args_key(final)
+        elif reader.phase is Phase.COLON and char == ":":
+            self._to_call(self._take(1))
+            reader.phase = Phase.VALUE
+        elif reader.phase is Phase.VALUE:
+            self._args_value_start(char)
+        else:
+            return self._args_broken()
+        return True
+
+    def _args_key(self, final: bool) -> bool:
+        try:
+            key, end = JSON_DECODER.raw_decode(self._buffer, self._pos)
+        except (ValueError, RecursionError):
+            if final or len(self._buffer) - self._pos > HEADER_LIMIT:
+                return self._args_broken()
+            return False
+        self._to_call(self._take(end - self._pos))
+        self._arguments.key, self._arguments.phase = key, Phase.COLON
+        return True
+
+    def _args_value_start(self, char: str) -> None:
+        reader, call = self._arguments, self._call
+        assert call is not None
+        reader.skipped = reader.key in call.emitted_keys
+        if char == '"':
+            self._to_call(self._take(1))
+            reader.parts, reader.phase = [], Phase.STRING
+            if not reader.skipped:
+                self._emit_key(reader.key)
+                self._args('"')
+        elif char in "{[":
+            self._json, reader.phase = _JsonEnd(self._buffer, self._pos), Phase.NESTED
+        else:
+            reader.phase = Phase.SCALAR
+
+    def _args_string(self, final: bool) -> bool:
+        reader, call = self._arguments, self._call
+        assert call is not None
+        stop = STRING_STOP.search(self._buffer, self._pos)
+        self._args_text(self._take((stop.start() if stop else len(self._buffer)) - self._pos))
+        if stop is None:
+            return False
+        if self._buffer[self._pos] == '"':
+            self._to_call(self._take(1))
+            if not reader.skipped:
+                self._args('"')
+                call.arguments[reader.key] = "".join(reader.parts)
+            reader.phase = Phase.AFTER
+            return True
+        size = escape_size(self._buffer[self._pos:self._pos + ESCAPE_LIMIT])
+        if size is None:
+            return False
+        try:
+            text = loads_json(f'"{self._buffer[self._pos:self._pos + size]}"')
+        except ValueError:
+            return self._args_broken()
+        self._args_text(self._take(size), text)
+        return True
+
+    def _args_text(self, raw: str, text: str | None = None) -> None:
+        """String text as written (raw) and what it means (text; raw itself when no escape)."""
+        if not raw:
+            return
+        self._to_call(raw)
+        text = raw if text is None else text
+        if not self._arguments.skipped:
+            self._arguments.parts.append(text)
+            self._args(_escape(text))
+
+    def _args_scalar(self, final: bool) -> bool:
+        """A number or literal ends at space, ``,``, ``}`` or ``]``; one longer than a header is
+        not a value (and looking for its end again at every piece would cost quadratic time)."""
+        found = SCALAR_END.search(self._buffer, self._pos, self._pos + HEADER_LIMIT + 1)
+        if found is not None:
+            return self._args_value(self._buffer[self._pos:found.start()])
+        if len(self._buffer) - self._pos > HEADER_LIMIT:
+            return self._args_broken()
+        return False
+
+    def _args_nested(self, final: bool) -> bool:
+        assert self._json is not None
+        end, broken = self._json.end(), self._json.broken
+        if end is None and not final and not broken:
+            return False
+        self._buffer = self._json.text()
+        self._json = None
+        if broken:  # a ``<`` or ``\\`` outside a string: not JSON
+            return self._args_broken()
+        return self._args_value(self._buffer[self._pos:end]) if end is not None else False
+
+    def _args_value(self, text: str) -> bool:
+        """A number, literal, object or array value, complete."""
+        reader, call = self._arguments, self._call
+        assert call is not None
+        try:
+            value = loads_json(text)
+        except (ValueError, RecursionError):
+            return self._args_broken()
+        self._to_call(self._take(len(text)))
+        if not reader.skipped:
+            self._add_argument(reader.key, conform_json_arguments(call.name, {reader.key: value},
+                                                                  self._schemas)[reader.key])
+        reader.phase = Phase.AFTER
+        return True
+
+    def _args_broken(self) -> bool:
+        """Not JSON after all: the call ends here, incomplete; what follows is content."""
+        call = self._call
+        assert call is not None
+        self._emit(ToolCallEnd(call.index))
+        self._call = None
+        self._state = _State.TEXT
         return True
 
     def _step_body(self, final: bool) -> bool:
@@ -288,7 +481,7 @@ class ToolCallStream:
                 return False
             if found:
                 self._to_call(self._take(len(closer)))
-                between = closer == self._format.call_close != self._format.wrapper_close
+                between = closer in self._format.call_closers and closer not in self._format.wrapper_closers
                 self._close_call(_State.BETWEEN if between else _State.TEXT)
                 return True
         answer = self._ask(self._format.open_param, final) if self._buffer[self._pos] == "<" else None
@@ -340,21 +533,28 @@ class ToolCallStream:
             return True
         if after == len(self._buffer):
             if final:
+                if self._format.wrapper_closers:  # whitespace inside an unclosed block belongs to it
+                    self._calls[-1].raw_parts.append(self._take(after - self._pos))
                 self._state = _State.TEXT
                 return True
             return False
-        closer = self._format.wrapper_close
-        found = starts(self._buffer, after, closer, final)
-        if found is NEED:
-            return False
-        if found:
-            self._calls[-1].raw_parts.append(self._take(after - self._pos + len(closer)))
-            self._state = _State.TEXT
-            return True
+        tail_closers = (self._format.json_call_close,) if self._format.json_call_close else ()
+        for closer in self._format.wrapper_closers + tail_closers:
+            found = starts(self._buffer, after, closer, final)
+            if found is NEED:
+                return False
+            if found:
+                self._calls[-1].raw_parts.append(self._take(after - self._pos + len(closer)))
+                if closer not in tail_closers:
+                    self._state = _State.TEXT
+                return True
         if self._calls[-1].wrapped:
             answer = self._ask(self._format.open_next_call, final, at=after - self._pos)
             if answer is NEED:
                 return False
+            if isinstance(answer, JsonOpened):
+                self._open_json(answer, after - self._pos)
+                return True
             if isinstance(answer, Opened):
                 self._begin_call(answer, leading=self._take(after - self._pos))
                 return True
@@ -364,11 +564,11 @@ class ToolCallStream:
     # -- building calls -----------------------------------------------------------------------
 
     def _begin_call(self, opened: Opened, leading: str = "") -> None:
-        call = _Call(len(self._calls), opened.name, opened.wrapped)
+        call = _Call(len(self._calls), opened.name, opened.wrapped, opened.call_id)
         self._calls.append(call)
         self._call = call
         call.raw_parts.append(leading + self._take(opened.length))
-        self._emit(ToolCallBegin(call.index, call.name))
+        self._emit(ToolCallBegin(call.index, call.name, call.call_id))
         self._state = _State.BODY
 
     def _close_call(self, next_state: _State) -> None:
@@ -385,10 +585,11 @@ class ToolCallStream:
         assert call is not None
         self._to_call(self._take(opened.length))
         key = opened.key
-        kind = self._schemas.kind(call.name, key) if key is not None else None
+        kind = opened.kind or (self._schemas.kind(call.name, key) if key is not None else None)
+        choices = self._schemas.choices(call.name, key) if key is not None else None
         skipped = key is not None and key in call.emitted_keys
-        streams = key is not None and not skipped and is_string_kind(kind)
-        self._param = _Param(key, kind, opened.close_tag, opened.ends_before, skipped, streams)
+        streams = key is not None and not skipped and streams_as_text(kind, choices)
+        self._param = _Param(key, kind, choices, opened.close_tag, opened.ends_before, skipped, streams)
         if streams:
             self._emit_key(key)  # type: ignore[arg-type]
             self._args('"')
@@ -430,7 +631,8 @@ class ToolCallStream:
         elif param.key is None:
             self._spread(text)
         else:
-            self._add_argument(param.key, convert_value(text, param.kind, framing=self._format.framing))
+            self._add_argument(param.key, convert_value(text, param.kind, framing=self._format.framing,
+                                                        choices=param.choices))
 
     def _spread(self, text: str) -> None:
         """A nameless parameter holding a JSON object: one argument per key."""

@@ -24,6 +24,8 @@ from typing import Any
 
 #: A parameter's kind: the JSON types its schema admits, or None when the schema is unknown.
 Kind = frozenset[str] | None
+#: The values a parameter's ``enum`` or ``const`` allows, or None when the schema lists none.
+Choices = tuple[Any, ...] | None
 
 JSON_TYPES = ("null", "boolean", "integer", "number", "array", "object", "string")
 _TYPE_OF_PYTHON = {bool: "boolean", int: "integer", float: "number", str: "string",
@@ -80,6 +82,7 @@ class ToolSchemas:
 
     def __init__(self, tools: Iterable[Any] | None) -> None:
         self._kinds: dict[str, dict[str, Kind]] = {}
+        self._choices: dict[tuple[str, str], tuple[Any, ...]] = {}
         for tool in tools or ():
             if not isinstance(tool, Mapping):
                 continue
@@ -88,16 +91,36 @@ class ToolSchemas:
                 continue
             parameters = function.get("parameters")
             properties = parameters.get("properties") if isinstance(parameters, Mapping) else None
-            self._kinds[function["name"]] = {
-                key: _types_of(sub)
-                for key, sub in (properties.items() if isinstance(properties, Mapping) else ())
-            }
+            properties = properties if isinstance(properties, Mapping) else {}
+            self._kinds[function["name"]] = {key: _types_of(sub) for key, sub in properties.items()}
+            for key, sub in properties.items():
+                choices = _choices_of(sub)
+                if choices is not None:
+                    self._choices[function["name"], key] = choices
 
     def declares(self, tool: str) -> bool:
         return tool in self._kinds
 
     def kind(self, tool: str, parameter: str) -> Kind:
         return self._kinds.get(tool, {}).get(parameter)
+
+    def choices(self, tool: str, parameter: str) -> Choices:
+        return self._choices.get((tool, parameter))
+
+
+def _choices_of(schema: Any) -> Choices:
+    if not isinstance(schema, Mapping):
+        return None
+    if "const" in schema:
+        return (schema["const"],)
+    values = schema.get("enum")
+    return tuple(values) if isinstance(values, list) and values else None
+
+
+def streams_as_text(kind: Kind, choices: Choices) -> bool:
+    """Whether a value is certainly its text, so it can stream as it arrives: a string kind whose
+    enum or const, if any, allows nothing but strings."""
+    return is_string_kind(kind) and all(isinstance(choice, str) for choice in choices or ())
 
 
 def trim_framing(text: str) -> str:
@@ -109,21 +132,25 @@ def trim_framing(text: str) -> str:
     return text
 
 
-def _finite_float(text: str) -> float:
+def finite_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
         raise ValueError(f"{text} does not fit a JSON number")
     return value
 
 
-def _no_constant(name: str) -> Any:
+def no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
+
+
+#: The decoder ``loads_json`` uses, for reading one value out of longer text (``raw_decode``).
+JSON_DECODER = json.JSONDecoder(strict=False, parse_float=finite_float, parse_constant=no_constant)
 
 
 def loads_json(text: str) -> Any:
     """``json.loads`` for model output: raw control characters allowed inside strings (models write
     them), NaN, Infinity and overflowing numbers refused (they would not survive ``json.dumps``)."""
-    return json.loads(text, strict=False, parse_float=_finite_float, parse_constant=_no_constant)
+    return json.loads(text, strict=False, parse_float=finite_float, parse_constant=no_constant)
 
 
 def _try_json(text: str) -> tuple[bool, Any]:
@@ -164,13 +191,33 @@ def _as_json(value: Any) -> tuple[bool, Any]:
         return False, None
 
 
-def convert_value(raw: str, kind: Kind, *, framing: bool) -> Any:
+def _chosen(raw: str, kind: Kind, choices: tuple[Any, ...], framing: bool) -> tuple[bool, Any]:
+    """The reading of the text that the enum or const allows: the text itself first, then its
+    typed readings (``null`` is None only where ``"null"`` is not allowed)."""
+    text = trim_framing(raw) if framing else raw
+    readings = [text]
+    for json_type in JSON_TYPES[:-1]:
+        if kind is None or json_type in kind:
+            ok, value = _as_type(text.strip(), json_type)
+            readings += [value] if ok else []
+    for value in readings:
+        if any(value == choice and type(value) is type(choice) for choice in choices):
+            return True, value
+    return False, None
+
+
+def convert_value(raw: str, kind: Kind, *, framing: bool, choices: Choices = None) -> Any:
     """A parameter's value from the text between its tags.
 
-    String-only kinds keep the text exactly (minus the template's framing newlines when the
-    format has them). Typed kinds are stripped and converted; text that does not convert stays
-    text. Unknown kinds and string unions are guessed: JSON when it parses, else the text.
+    An enum or const decides first: the reading it allows wins. Otherwise string-only kinds keep
+    the text exactly (minus the template's framing newlines when the format has them). Typed
+    kinds are stripped and converted; text that does not convert stays text. Unknown kinds and
+    string unions are guessed: JSON when it parses, else the text.
     """
+    if choices:
+        found, value = _chosen(raw, kind, choices, framing)
+        if found:
+            return value
     if is_string_kind(kind):
         return trim_framing(raw) if framing else raw
     text = raw.strip()

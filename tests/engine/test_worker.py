@@ -263,3 +263,25 @@ def test_a_zero_budget_ends_reasoning_before_the_first_token(scripted, tokenizer
     budget = ReasoningBudget(0, "</think>", "<think>", "</think>", starts_inside=True)
     req = GenerationRequest("<think>\n", GenerationParams(max_tokens=50, sampler=NEUTRAL, reasoning_budget=budget))
     assert text_of(asyncio.run(collect(engine, req))).startswith("</think>thinking")
+
+
+def test_cache_usage_is_the_share_of_pages_live_jobs_hold(scripted):
+    """Read from the library's own page table: a running job holds its pages (prompt and budget),
+    and gives them back when it ends."""
+    engine, generator = scripted("x", end=None, step_seconds=0.005)
+    assert engine.cache_usage() == 0.0
+
+    async def during_a_job() -> tuple[float, int]:
+        steps = await engine.generate(request(max_tokens=400))
+        await steps.__anext__()
+        usage = engine.cache_usage()
+        held = sum(len(seq.allocated_pages) for job in generator.active_jobs for seq in job.sequences)
+        await steps.aclose()
+        return usage, held
+
+    usage, held = asyncio.run(during_a_job())
+    assert held > 0 and usage == held / generator.pagetable.max_pages
+    deadline = time.monotonic() + 2
+    while engine.active_jobs() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert engine.cache_usage() == 0.0

@@ -86,7 +86,8 @@ def client(server: LiveServer) -> openai.OpenAI:
 
 
 def seen(server: LiveServer) -> list:
-    return server.app.state.model.engine.images_seen
+    engine = server.app.state.model.engine  # the scripted engine, inside the server's metrics wrapper
+    return getattr(engine, "inner", engine).images_seen
 
 
 def ask(server: LiveServer, *parts: dict) -> str:

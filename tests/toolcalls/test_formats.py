@@ -49,16 +49,89 @@ def glm4_7(calls: list[Call]) -> str:
                    for name, arguments in calls)
 
 
-def minimax_m2(calls: list[Call]) -> str:
-    invokes = "".join(f'<invoke name="{name}">\n' + "".join(
-        f'<parameter name="{k}">{_text(v)}</parameter>\n' for k, v in arguments.items()) + "</invoke>\n"
-        for name, arguments in calls)
-    return f"<minimax:tool_call>\n{invokes}</minimax:tool_call>"
+def _invokes(wrapper: str, invoke: str, parameter: str,
+             attributes: Callable[[object], str] = lambda v: "") -> Callable[[list[Call]], str]:
+    """``<WRAPPER><INVOKE name="N"><PARAMETER name="K"…>V</PARAMETER></INVOKE></WRAPPER>`` writers."""
+    def write(calls: list[Call]) -> str:
+        invokes = "".join(f'<{invoke} name="{name}">\n' + "".join(
+            f'<{parameter} name="{k}"{attributes(v)}>{_text(v)}</{parameter}>\n' for k, v in arguments.items())
+            + f"</{invoke}>\n" for name, arguments in calls)
+        return f"<{wrapper}>\n{invokes}</{wrapper}>"
+    return write
+
+
+minimax_m2 = _invokes("minimax:tool_call", "invoke", "parameter")
 
 
 def hermes(calls: list[Call]) -> str:
     return "\n".join("<tool_call>\n" + json.dumps({"name": n, "arguments": a}, ensure_ascii=False) + "\n</tool_call>"
                      for n, a in calls)
+
+
+def seed_oss(calls: list[Call]) -> str:
+    def one(name: str, arguments: dict) -> str:
+        params = "".join(f"<parameter={k}>{_text(v)}</parameter>\n" for k, v in arguments.items())
+        return f"<seed:tool_call>\n<function={name}>\n{params}</function>\n</seed:tool_call>"
+    return "\n".join(one(*c) for c in calls)
+
+
+def _json(arguments: dict) -> str:
+    return json.dumps(arguments, ensure_ascii=False)
+
+
+def kimi_k2(calls: list[Call]) -> str:
+    return "<|tool_calls_section_begin|>" + "".join(
+        f"<|tool_call_begin|>functions.{name}:{i}<|tool_call_argument_begin|>{_json(a)}<|tool_call_end|>"
+        for i, (name, a) in enumerate(calls)) + "<|tool_calls_section_end|>"
+
+
+def deepseek_v31(calls: list[Call]) -> str:
+    return "<｜tool▁calls▁begin｜>" + "".join(
+        f"<｜tool▁call▁begin｜>{name}<｜tool▁sep｜>{_json(a)}<｜tool▁call▁end｜>" for name, a in calls) \
+        + "<｜tool▁calls▁end｜>"
+
+
+def _dsml(block: str) -> Callable[[list[Call]], str]:
+    return _invokes(f"｜DSML｜{block}", "｜DSML｜invoke", "｜DSML｜parameter",
+                    lambda v: f' string="{str(isinstance(v, str)).lower()}"')
+
+
+def mistral(calls: list[Call]) -> str:
+    return "".join(f"[TOOL_CALLS]{name}[ARGS]{_json(a)}" for name, a in calls)
+
+
+def mistral_old(calls: list[Call]) -> str:
+    return "[TOOL_CALLS]" + json.dumps([{"name": name, "arguments": a, "id": f"c{i:08d}"}
+                                        for i, (name, a) in enumerate(calls)], ensure_ascii=False)
+
+
+def _hy3(suffix: str) -> Callable[[list[Call]], str]:
+    def write(calls: list[Call]) -> str:
+        def one(name: str, arguments: dict) -> str:
+            params = "".join(f"<arg_key{suffix}>{k}</arg_key{suffix}>\n"
+                             f"<arg_value{suffix}>{_text(v)}</arg_value{suffix}>\n" for k, v in arguments.items())
+            return f"<tool_call{suffix}>{name}<tool_sep{suffix}>\n{params}</tool_call{suffix}>\n"
+        return f"<tool_calls{suffix}>\n" + "".join(one(*c) for c in calls) + f"</tool_calls{suffix}>"
+    return write
+
+
+def harmony(calls: list[Call]) -> str:
+    return "".join(f"<|start|>assistant to=functions.{name}<|channel|>commentary json<|message|>{_json(a)}<|call|>"
+                   for name, a in calls)
+
+
+def _gemma(value: object) -> str:
+    if isinstance(value, str):
+        return f'<|"|>{value}<|"|>'
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{_gemma(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_gemma(v) for v in value) + "]"
+    return json.dumps(value)
+
+
+def gemma4(calls: list[Call]) -> str:
+    return "".join(f"<|tool_call>call:{name}{_gemma(a)}<tool_call|>" for name, a in calls)
 
 
 @dataclass(frozen=True)
@@ -74,6 +147,18 @@ CASES = [
     FormatCase("glm4_7", glm4_7, "</arg_value>"),
     FormatCase("minimax_m2", minimax_m2, "</parameter>"),
     FormatCase("hermes", hermes, None),
+    FormatCase("seed_oss", seed_oss, "</parameter>"),
+    FormatCase("kimi_k2", kimi_k2, None),
+    FormatCase("deepseek_v31", deepseek_v31, None),
+    FormatCase("deepseek_v32", _dsml("function_calls"), "</｜DSML｜parameter>"),
+    FormatCase("deepseek_v4", _dsml("tool_calls"), "</｜DSML｜parameter>"),
+    FormatCase("mistral", mistral, None),
+    FormatCase("mistral_old", mistral_old, None),
+    FormatCase("hy3", _hy3(":opensource"), "</arg_value:opensource>"),
+    FormatCase("hy3_preview", _hy3(""), "</arg_value>"),
+    FormatCase("harmony", harmony, None),
+    FormatCase("gemma4", gemma4, None),
+    FormatCase("muse_glimmer", _invokes("atem:function_calls", "atem:invoke", "atem:parameter"), "</atem:parameter>"),
 ]
 
 WRITE = ("write_file", {"path": "src/ok.py", "content": "def f():\n    return 1\n", "count": 3, "ratio": 0.5,
@@ -126,7 +211,9 @@ def test_unicode_names_and_values(case):
 
 
 @pytest.mark.parametrize("value", ["", " ", "\n", "a < b && c > d", "<", "</", "<parameter=x>", "<arg_key>k</arg_key>",
-                                   "</function>", "\\n is not a newline", '"quoted"', "tab\there"])
+                                   "</function>", "\\n is not a newline", '"quoted"', "tab\there",
+                                   "<|tool_call_end|>", "[TOOL_CALLS]x[ARGS]{", "</｜DSML｜invoke>",
+                                   '<atem:invoke name="x">', "<tool_call:opensource>", "<|start|>"])
 def test_awkward_string_values(case, value):
     call = ("write_file", {"path": "p", "content": value})
     assert calls_of(parse(case, case.write([call]))) == [call]
@@ -172,8 +259,5 @@ def test_truncated_output_at_every_cut(case):
                 with pytest.raises(ValueError):
                     json.loads(call.arguments_json)
     truncated = parse(case, text[: text.rindex("count")]).tool_calls
-    if case.name == "hermes":  # a JSON call begins only once its object is complete
-        assert [c.complete for c in truncated] == [True]
-    else:
-        assert [c.complete for c in truncated] == [True, False]
-        assert truncated[1].arguments == {"path": "a", "content": "x\ny"}
+    assert [c.complete for c in truncated] == [True, False]
+    assert truncated[1].arguments == {"path": "a", "content": "x\ny"}

@@ -241,3 +241,55 @@ def test_cut_inside_a_string_value_streams_what_was_written():
     call_ = parse_both(qwen(), text).tool_calls[0]
     assert not call_.complete and call_.arguments == {}
     assert call_.arguments_json == '{"content": "    line one\\n</para'
+
+
+# Held-out measurements (issue 15).
+
+@pytest.mark.parametrize(("cut_after", "arguments"), [
+    ('"name": "write_file"', {}), ('"name": "write_file", ', {}), ('"arguments": {', {}),
+    ('"path": "a.py"', {"path": "a.py"}), ('"path": "a.py", ', {"path": "a.py"}),
+    ('"content": "x = 1', {"path": "a.py"}),
+])
+def test_hermes_call_cut_after_its_name_is_an_incomplete_call(cut_after, arguments):
+    whole = '<tool_call>\n{"name": "write_file", "arguments": {"path": "a.py", "content": "x = 1\\n"}}\n</tool_call>'
+    text = "Writing.\n" + whole[:whole.index(cut_after) + len(cut_after)]
+    result = parse_both(ToolCallParser("hermes", TOOLS), text)
+    assert result.content == "Writing.\n"
+    [call] = result.tool_calls
+    assert (call.name, call.arguments, call.complete) == ("write_file", arguments, False)
+
+
+def test_hermes_call_cut_inside_its_name_stays_content():
+    text = '<tool_call>\n{"name": "write_f'
+    assert parse_both(ToolCallParser("hermes", TOOLS), text).content == text
+
+
+def test_hermes_cut_number_is_not_taken_for_the_whole():
+    text = '<tool_call>\n{"name": "Bash", "arguments": {"command": "ls", "timeout": 12'
+    assert parse_both(ToolCallParser("hermes", TOOLS), text).tool_calls[0].arguments == {"command": "ls"}
+
+
+NULLABLE_CHOICE = tool("pick", mode={"type": ["string", "null"], "enum": ["value", None]},
+                       level={"type": ["string", "null"], "enum": ["null", None]}, fixed={"const": None})
+
+
+@pytest.mark.parametrize("tool_format", ["glm4_7", "qwen3_coder"])
+def test_enum_decides_between_the_string_null_and_null(tool_format):
+    params = [("mode", "null"), ("level", "null"), ("fixed", "null")]
+    text = (f"<tool_call>pick{''.join(f'<arg_key>{k}</arg_key><arg_value>{v}</arg_value>' for k, v in params)}"
+            "</tool_call>") if tool_format == "glm4_7" else call("pick", *params)
+    result = parse_both(ToolCallParser(tool_format, [NULLABLE_CHOICE]), text)
+    assert result.tool_calls[0].arguments == {"mode": None, "level": "null", "fixed": None}
+
+
+def test_enum_value_written_as_text_stays_text():
+    result = parse_both(ToolCallParser("glm4_7", [NULLABLE_CHOICE]),
+                        "<tool_call>pick<arg_key>mode</arg_key><arg_value>value</arg_value></tool_call>")
+    assert result.tool_calls[0].arguments == {"mode": "value"}
+
+
+def test_qwen3_coder_whitespace_in_an_unclosed_block_belongs_to_the_block():
+    text = "Checking.\n<tool_call>\n<function=Bash>\n<parameter=command>\nls\n</parameter>\n</function>\n"
+    result = parse_both(qwen(), text)
+    assert result.content == "Checking.\n"
+    assert result.tool_calls[0].arguments == {"command": "ls"} and result.tool_calls[0].complete

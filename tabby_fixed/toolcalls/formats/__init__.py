@@ -5,10 +5,18 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from .base import CallFormat
+from .deepseek import DeepSeekV4, DeepSeekV31, DeepSeekV32
+from .gemma4 import Gemma4
 from .glm4_5 import Glm45, Glm47
+from .harmony import Harmony
 from .hermes import Hermes
+from .hy3 import Hy3, Hy3Preview
+from .kimi_k2 import KimiK2
 from .minimax_m2 import MiniMaxM2
+from .mistral import Mistral, MistralOld
+from .muse_glimmer import MuseGlimmer
 from .qwen3_coder import Qwen3Coder
+from .seed_oss import SeedOss
 
 
 class UnknownFormatError(ValueError):
@@ -16,7 +24,10 @@ class UnknownFormatError(ValueError):
 
 
 #: Most specific first: detection asks them in this order.
-_FORMATS: tuple[CallFormat, ...] = (MiniMaxM2(), Glm47(), Glm45(), Qwen3Coder(), Hermes())
+_FORMATS: tuple[CallFormat, ...] = (
+    MiniMaxM2(), Glm47(), Glm45(), Hy3(), Hy3Preview(), SeedOss(), Qwen3Coder(), KimiK2(), DeepSeekV31(),
+    DeepSeekV32(), DeepSeekV4(), Mistral(), MistralOld(), Harmony(), MuseGlimmer(), Gemma4(), Hermes(),
+)
 
 #: Every accepted name (canonical names and aliases) to its format.
 FORMATS = MappingProxyType({name: fmt for fmt in _FORMATS for name in fmt.names})
@@ -36,3 +47,10 @@ def detect_format(chat_template: str | None) -> str | None:
         if chat_template and fmt.detect(chat_template):
             return fmt.names[0]
     return None
+
+
+def reasoning_tags(name: str | None, chat_template: str | None) -> tuple[str, str] | None:
+    """The reasoning tags a format's family uses when they are not ``<think>``/``</think>``: the
+    pair whose opening tag the chat template mentions, else the family's first; None for ``<think>``."""
+    pairs = FORMATS[name].reasoning_tags if name in FORMATS else ()
+    return next((pair for pair in pairs if chat_template and pair[0] in chat_template), pairs[0] if pairs else None)

@@ -19,8 +19,7 @@ from ..scanner import HEADER_LIMIT, NEED, skip_space, starts, unquote, valid_nam
 from ..schema import ToolSchemas
 from .base import Answer, CallFormat, CallSyntax, Opened, ParamOpened
 
-_KEY, _KEY_CLOSE = "<arg_key>", "</arg_key>"
-_VALUE, _VALUE_CLOSE = "<arg_value>", "</arg_value>"
+_KEY, _VALUE = "<arg_key>", "<arg_value>"
 
 
 class Glm45(CallFormat):
@@ -54,22 +53,7 @@ class Glm45(CallFormat):
         return Opened(name, end, wrapped=True)
 
     def open_param(self, text: str, final: bool) -> Answer:
-        nameless = starts(text, 0, _VALUE, final)
-        if nameless is not False:
-            return ParamOpened(None, len(_VALUE), _VALUE_CLOSE, ends_before=(self.call_close,)) \
-                if nameless is True else NEED
-        opened = starts(text, 0, _KEY, final)
-        if opened is not True:
-            return opened or None
-        close = text.find(_KEY_CLOSE, len(_KEY), len(_KEY) + HEADER_LIMIT)
-        if close < 0:
-            return NEED if not final and len(text) < HEADER_LIMIT else None
-        value = skip_space(text, close + len(_KEY_CLOSE))
-        found = starts(text, value, _VALUE, final) if value < len(text) else (None if final else NEED)
-        if found is not True:
-            return found or None
-        key = unquote(text[len(_KEY):close])
-        return ParamOpened(key or None, value + len(_VALUE), _VALUE_CLOSE)
+        return key_value_param(text, final, "", self.call_close)
 
     def detect(self, chat_template: str) -> bool:
         return "<arg_key>" in chat_template and "<tool_sep>" not in chat_template \
@@ -86,3 +70,26 @@ class Glm47(Glm45):
 def _glm47(chat_template: str) -> bool:
     """GLM-4.7 teaches calls with no newline between the name and the first key."""
     return "{function-name}<arg_key>" in chat_template
+
+
+def key_value_param(text: str, final: bool, suffix: str, call_close: str) -> Answer:
+    """``<arg_key>K</arg_key>`` then (whitespace allowed) ``<arg_value>``, or a nameless
+    ``<arg_value>`` holding all arguments as one JSON object; tags may carry a token suffix (Hy3)."""
+    key_open, key_close = f"<arg_key{suffix}>", f"</arg_key{suffix}>"
+    value_open, value_close = f"<arg_value{suffix}>", f"</arg_value{suffix}>"
+    nameless = starts(text, 0, value_open, final)
+    if nameless is not False:
+        return ParamOpened(None, len(value_open), value_close, ends_before=(call_close,)) \
+            if nameless is True else NEED
+    opened = starts(text, 0, key_open, final)
+    if opened is not True:
+        return opened or None
+    close = text.find(key_close, len(key_open), len(key_open) + HEADER_LIMIT)
+    if close < 0:
+        return NEED if not final and len(text) < HEADER_LIMIT else None
+    value = skip_space(text, close + len(key_close))
+    found = starts(text, value, value_open, final) if value < len(text) else (None if final else NEED)
+    if found is not True:
+        return found or None
+    key = unquote(text[len(key_open):close])
+    return ParamOpened(key or None, value + len(value_open), value_close)

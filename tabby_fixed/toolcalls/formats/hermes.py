@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..scanner import NEED, skip_space, starts, unquote, valid_name
+from ..partial import finished_members
+from ..scanner import unquote, valid_name
 from ..schema import ToolSchemas, conform_json_arguments, loads_json
-from .base import Answer, CallFormat, CallSyntax, JsonOpened
+from .base import Answer, CallFormat, CallSyntax, Decoded, JsonOpened, after_wrapper
 
 
 class Hermes(CallFormat):
@@ -30,27 +31,51 @@ class Hermes(CallFormat):
     syntax = CallSyntax(trigger="<tool_call>", open_gap="\n", block_close="\n</tool_call>", json_call=True)
 
     def open_call(self, text: str, final: bool, schemas: ToolSchemas) -> Answer:
-        opened = starts(text, 0, self.wrapper_open, final)
-        if opened is not True:
-            return opened or None
-        start = skip_space(text, len(self.wrapper_open))
-        if start == len(text):
-            return None if final else NEED
+        start = after_wrapper(text, self.wrapper_open, final)
+        if not isinstance(start, int):
+            return start
         return JsonOpened(start) if text[start] == "{" else None
 
-    def call_from_json(self, body: Any, schemas: ToolSchemas) -> tuple[str, dict[str, Any]] | None:
-        if not isinstance(body, Mapping) or not isinstance(body.get("name"), str):
-            return None
-        name = unquote(body["name"])
-        arguments = body.get("arguments", body.get("parameters", {}))
-        if isinstance(arguments, str):  # as strictly as the object itself: no NaN, bounded depth
-            try:
-                arguments = loads_json(arguments)
-            except (ValueError, RecursionError):
-                return None
-        if not valid_name(name) or not isinstance(arguments, Mapping):
-            return None
-        return name, conform_json_arguments(name, dict(arguments), schemas)
+    def call_from_json(self, body: Any, opened: JsonOpened, schemas: ToolSchemas) -> list[Decoded] | None:
+        call = named_call(body, schemas)
+        return [call] if call is not None else None
+
+    def call_from_partial_json(self, text: str, opened: JsonOpened,
+                               schemas: ToolSchemas) -> tuple[list[Decoded], Decoded | None]:
+        return [], cut_named_call(text, 0, schemas)
 
     def detect(self, chat_template: str) -> bool:
         return "<tool_call>" in chat_template and '"arguments"' in chat_template
+
+
+def cut_named_call(text: str, start: int, schemas: ToolSchemas) -> Decoded | None:
+    """A named call object cut off after its name finished: the call, with the arguments that finished."""
+    members, cut = finished_members(text, start)
+    name = members.get("name")
+    if not isinstance(name, str) or not valid_name(unquote(name)):
+        return None
+    arguments = members.get("arguments", members.get("parameters"))
+    if cut is not None and cut[0] in ("arguments", "parameters") and text.startswith("{", cut[1]):
+        arguments, _ = finished_members(text, cut[1])
+    name, call_id = unquote(name), members.get("id")
+    return Decoded(name, conform_json_arguments(name, arguments if isinstance(arguments, dict) else {}, schemas),
+                   call_id if isinstance(call_id, str) and call_id else None)
+
+
+def named_call(body: Any, schemas: ToolSchemas) -> Decoded | None:
+    """``{"name": ..., "arguments": {...}}`` (or ``"parameters"``, or arguments as a JSON string)."""
+    if not isinstance(body, Mapping) or not isinstance(body.get("name"), str):
+        return None
+    name = unquote(body["name"])
+    arguments = body.get("arguments", body.get("parameters", {}))
+    if isinstance(arguments, str):  # as strictly as the object itself: no NaN, bounded depth
+        try:
+            arguments = loads_json(arguments)
+        except (ValueError, RecursionError):
+            return None
+    if not valid_name(name) or not isinstance(arguments, Mapping):
+        return None
+    call_id = body.get("id")
+    return Decoded(name, conform_json_arguments(name, dict(arguments), schemas),
+                   call_id if isinstance(call_id, str) and call_id else None)
+
