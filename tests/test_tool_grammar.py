@@ -266,6 +266,12 @@ MORE_CALLS = {
     "hy3": "<tool_calls:opensource>\n<tool_call:opensource>write_file<tool_sep:opensource>\n"
            "<arg_key:opensource>path</arg_key:opensource>\n<arg_value:opensource>a.py</arg_value:opensource>\n"
            "</tool_call:opensource>\n</tool_calls:opensource>",
+    "deepseek_v4": '<｜DSML｜tool_calls>\n<｜DSML｜invoke name="write_file">\n'
+                   '<｜DSML｜parameter name="path" string="true">a.py</｜DSML｜parameter>\n</｜DSML｜invoke>\n'
+                   "</｜DSML｜tool_calls>",
+    "deepseek_v32": '<｜DSML｜function_calls>\n<｜DSML｜invoke name="write_file">\n'
+                    '<｜DSML｜parameter name="path" string="true">a.py</｜DSML｜parameter>\n</｜DSML｜invoke>\n'
+                    "</｜DSML｜function_calls>",
     "hy3_preview": "<tool_calls>\n<tool_call>write_file<tool_sep>\n<arg_key>path</arg_key>\n"
                    "<arg_value>a.py</arg_value>\n</tool_call>\n</tool_calls>",
 }
@@ -280,3 +286,14 @@ def test_later_formats_accept_their_own_calls_and_refuse_unknown_tools(vocab, fm
         [("write_file", {"path": "a.py"})]
     assert not accepts(vocab, grammar, text.replace("write_file", "rm_rf"))
     assert not accepts(vocab, grammar_for(vocab, fmt, "none"), "Sure. " + text)
+
+
+def test_dsml_says_string_for_free_text_and_not_for_json(vocab):
+    text = ('<｜DSML｜tool_calls>\n<｜DSML｜invoke name="probe">\n'
+            '<｜DSML｜parameter name="path" string="true">123</｜DSML｜parameter>\n'
+            '<｜DSML｜parameter name="n" string="false">7</｜DSML｜parameter>\n</｜DSML｜invoke>\n'
+            '</｜DSML｜tool_calls>')
+    grammar = grammar_for(vocab, "deepseek_v4", "required")
+    assert accepts(vocab, grammar, text)
+    assert ToolCallParser("deepseek_v4", TOOLS).parse(text).tool_calls[0].arguments == {"path": "123", "n": 7}
+    assert not accepts(vocab, grammar, text.replace('"n" string="false"', '"n" string="true"'))

@@ -164,9 +164,11 @@ class _Builder:
         that is not strict, when the schema does not say), else JSON by its schema (which carries
         the tool's ``$defs`` its references need)."""
         syntax, kind = self.syntax, self.schemas.kind(tool, key)
-        opening = _alternatives(self.named(t, "key", key) for t in syntax.param_open)
+        free = not isinstance(schema, Mapping) or ("string" in kind if kind is not None else not strict)
+        opening = _alternatives(self.named(t.replace("{string}", "true" if free else "false"), "key", key)
+                                for t in syntax.param_open)
         after = _alternatives(self.literal(a) or '""' for a in syntax.after_param)
-        if not isinstance(schema, Mapping) or ("string" in kind if kind is not None else not strict):
+        if free:
             body, lazy = self.literal.text_until(syntax.value_close)
             self.rules.append(_rule(f"{rule}_value", body, lazy))
             value = f"{rule}_value"

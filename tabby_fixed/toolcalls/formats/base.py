@@ -69,8 +69,9 @@ class CallSyntax:
     """How a format's template writes calls, for the grammar that makes a model write them
     (``sampling/tool_grammar.py``). Declared next to the parser's questions so that a new format
     states both in one place. ``{name}`` and ``{key}`` stand for the tool and parameter names,
-    each written bare or inside any of ``quotes``; ``{index}`` stands for a call number; tuples list
-    the spellings accepted.
+    each written bare or inside any of ``quotes``; ``{index}`` stands for a call number, ``{string}``
+    in a parameter's opening tag for ``true`` (a string value, free text) or ``false`` (JSON);
+    tuples list the spellings accepted.
     """
 
     trigger: str  # the tag that starts a block of calls (the lazy grammar's trigger)

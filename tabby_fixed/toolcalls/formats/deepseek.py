@@ -46,6 +46,15 @@ class DeepSeekV31(SectionOfJsonCalls):
         return "<｜tool▁sep｜>" in chat_template
 
 
+def _dsml_syntax(wrapper_open: str, wrapper_close: str) -> CallSyntax:
+    """DSML calls: each value's opening tag says whether it is a string (free text) or JSON."""
+    return CallSyntax(
+        trigger=wrapper_open, open_gap="\n", block_close=wrapper_close, shares_block=True, call_separator="",
+        call_open=(f"{_INVOKE} name={{name}}>\n",), call_close="</｜DSML｜invoke>\n", quotes=('"',),
+        param_open=(f'{_PARAMETER} name={{key}} string="{{string}}">',), value_close=_PARAMETER_CLOSE,
+        after_param=("\n",))
+
+
 class DeepSeekV4(CallFormat):
     names = ("deepseek_v4", "dsv4")
     wrapper_open = "<｜DSML｜tool_calls>"
@@ -53,6 +62,7 @@ class DeepSeekV4(CallFormat):
     call_close = "</｜DSML｜invoke>"
     start_markers = ("<｜DSML｜tool_calls>",)
     param_prefixes = (_PARAMETER,)
+    syntax = _dsml_syntax(wrapper_open, wrapper_close)
 
     def open_call(self, text: str, final: bool, schemas: ToolSchemas) -> Answer:
         return wrapped_header_call(text, final, self.wrapper_open, _INVOKE)
@@ -80,6 +90,7 @@ class DeepSeekV32(DeepSeekV4):
     wrapper_open = "<｜DSML｜function_calls>"
     wrapper_close = "</｜DSML｜function_calls>"
     start_markers = ("<｜DSML｜function_calls>",)
+    syntax = _dsml_syntax(wrapper_open, wrapper_close)
 
     def detect(self, chat_template: str) -> bool:
         return _dsml(chat_template) and "function_calls" in chat_template
