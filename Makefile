@@ -80,6 +80,7 @@ upstream-check: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(BIN)/python -m bench.parser_stream
 	$(BIN)/python -m bench.parser_adversarial
+	$(BIN)/python -m bench.tool_grammar
 	$(BIN)/python -m bench.sse_throughput
 	$(BIN)/python -m bench.metrics_overhead
 

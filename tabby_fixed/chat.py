@@ -10,13 +10,23 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .domain_errors import ArgumentsNotJson, NoChatTemplate, ReservedTemplateVariable, TemplateFailed
+from .domain_errors import (
+    ArgumentsNotJson,
+    ConstraintRejected,
+    NoChatTemplate,
+    ReservedTemplateVariable,
+    TemplateFailed,
+)
+from .engine.base import Constraint
 from .output import OutputParser, ParsedCallback, ReasoningSettings
 from .reasoning import starts_in_reasoning
 from .reasoning_budget import ReasoningBudget, chosen_budget
+from .sampling.constraints import compiled
+from .sampling.tool_grammar import enforces, tool_call_grammar
 from .tags import THINK_END, THINK_START
 from .templating import ChatTemplateError, render_chat
 from .toolcalls import FORMATS, MessageChannels, ToolCallParser
@@ -213,6 +223,37 @@ def reasoning_settings(model: ChatModel, prompt: str) -> ReasoningSettings | Non
     return ReasoningSettings(start, model.reasoning_start, model.reasoning_end, model.tool_calls_in_reasoning)
 
 
+def tool_choice_name(chat: ChatInput) -> str:
+    """``auto``, ``none``, ``required`` or the forced tool's name (no tools: ``none``)."""
+    choice = chat.tool_choice
+    if not chat.tools:
+        return "none"
+    if isinstance(choice, dict):
+        return str((choice.get("function") or {}).get("name"))
+    return choice or "auto"
+
+
+def chat_constraint(model: ChatModel, chat: ChatInput, prompt: str, requested: Constraint | None,
+                    added_tokens: Mapping[str, int]) -> Constraint | None:
+    """The request's one output constraint: the tool-call grammar its ``tool_choice``, strict tools
+    and ``parallel_tool_calls`` need, or its ``response_format``; starting after the reasoning section."""
+    fmt = FORMATS.get(model.tool_format or "")
+    syntax = fmt.call_syntax() if fmt is not None else None
+    choice = tool_choice_name(chat)
+    tools = chat.tools or []
+    needed = enforces(tools, choice, chat.parallel_tool_calls) and not (choice == "none" and requested is not None)
+    if needed and syntax is None:
+        logger.warning("tool_choice %r (strict tools, parallel_tool_calls) is not enforced: the model's tool format "
+                       "(%s) has no call grammar", choice, model.tool_format)
+    lark = tool_call_grammar(syntax, tools, choice, chat.parallel_tool_calls, added_tokens) \
+        if needed and syntax is not None else None
+    if lark is not None and requested is not None:
+        raise ConstraintRejected(f"response_format cannot be combined with tool_choice {choice!r} (or strict tools, "
+                                 f"or parallel_tool_calls: false): the output follows one grammar.", "response_format")
+    constraint = Constraint("tools", lark) if lark is not None else requested
+    return compiled(constraint, reasoning_settings(model, prompt), added_tokens) if constraint else None
+
+
 def reasoning_budget(model: ChatModel, chat: ChatInput, prompt: str) -> ReasoningBudget | None:
     """The request's reasoning budget (``reasoning_budget.py`` says where it comes from), or None.
 
@@ -234,7 +275,8 @@ def reasoning_budget(model: ChatModel, chat: ChatInput, prompt: str) -> Reasonin
         logger.warning("a reasoning budget of %d tokens was asked for, but %s has no reasoning set up "
                        "(model.reasoning); it is ignored", tokens, model.name)
         return None
-    if chat.constrained:
+    if chat.constrained or (model.tool_format is not None
+                            and enforces(chat.tools or [], tool_choice_name(chat), chat.parallel_tool_calls)):
         logger.warning("the reasoning budget is ignored because the request constrains its output")
         return None
     message = chat.reasoning_budget_message if chat.reasoning_budget_message is not None \

@@ -118,3 +118,17 @@ def test_a_negative_configured_budget_means_no_cap(tmp_path: Path) -> None:
         client = openai.OpenAI(base_url=server.v1, api_key=API_KEY, max_retries=0, timeout=30)
         assert ask(client) == ("step one, step two, step three, step four", "The answer is 4.")
         assert ask(client, reasoning_budget=2)[0] == "step "
+
+
+def test_a_tool_call_grammar_drops_the_budget(budgeted: openai.OpenAI) -> None:
+    """Forced text would switch the grammar off, so a request whose tool_choice needs one keeps its
+    whole reasoning (the budget is dropped, as for response_format)."""
+    tools = [{"type": "function", "function": {"name": "answer", "parameters": {"type": "object"}}}]
+    thoughts = "RAW:step one, step two, step three, step four</think>\n<tool_call>\n<function=answer>\n" \
+               "</function>\n</tool_call>"
+    for choice in ("required", "auto"):
+        message = budgeted.chat.completions.create(
+            model="thinker", messages=[{"role": "user", "content": thoughts}], tools=tools, tool_choice=choice,
+            parallel_tool_calls=False).choices[0].message
+        assert message.model_extra["reasoning_content"] == "step one, step two, step three, step four"
+        assert message.tool_calls[0].function.name == "answer"

@@ -10,8 +10,10 @@ import yaml
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from tabby_fixed.domain_errors import ContextTooLong
-from tabby_fixed.engine.base import Finish, GenerationParams, GenerationRequest, Step
+from tabby_fixed.engine.base import Constraint, Finish, GenerationParams, GenerationRequest, Step
 from tabby_fixed.engine.scripted import ScriptedEngine, ScriptedFailure, ScriptError
+from tabby_fixed.errors import ApiError
+from tabby_fixed.sampling.constraints import compiled
 
 
 def folder_with(tmp_path: Path, script: dict, tokenizer: bool = False) -> Path:
@@ -150,3 +152,46 @@ def test_the_demo_model_answers_the_tool_result_of_its_write():
     assert "<function=write_file>" in call and "\n123\n" in call
     assert ask(engine, ("user", "write notes.txt containing exactly: 123"), ("assistant", "I'll write that file."),
                ("tool", "Wrote notes.txt")) == "Done."
+
+
+def test_an_answer_breaking_the_constraint_is_a_422_at_its_first_refused_character(tmp_path):
+    engine = ScriptedEngine(folder_with(tmp_path, {"default": "12a4"}))
+    digits = compiled(Constraint("regex", "[0-9]+"))
+    with pytest.raises(ApiError) as error:
+        run(engine, "x", constraint=digits)
+    assert error.value.status == 422 and error.value.param == "regex_pattern"
+    assert "at character 2 (after '12')" in error.value.message and "scripted.yml" in error.value.message
+    assert engine.active_jobs() == 0
+
+
+def test_an_answer_cut_short_needs_only_to_fit_so_far(tmp_path):
+    engine = ScriptedEngine(folder_with(tmp_path, {"default": '{"a": [1, 2, 3]} and prose'}))
+    json_object = compiled(Constraint("json"))
+    with pytest.raises(ApiError, match="at character 16"):
+        run(engine, "x", constraint=json_object)
+    assert "".join(run(engine, "x", constraint=json_object, stop=(" and",))[0]) == '{"a": [1, 2, 3]}'
+    pieces, finish = run(engine, "x", constraint=json_object, max_tokens=4)
+    assert finish.reason == "length" and '{"a": [1, 2, 3]}'.startswith("".join(pieces))
+
+
+def test_the_tokenizer_json_is_the_one_checked_with(tmp_path):
+    from tokenizers import decoders, trainers
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    bpe.train_from_iterator(["hello world"] * 10, trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["<|im_end|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    folder = folder_with(tmp_path, {"default": "hello world"})
+    bpe.save(str(folder / "tokenizer.json"))
+    engine = ScriptedEngine(folder)
+    assert engine.encode("hello world") == [bpe.token_to_id("hello"), bpe.token_to_id("Ġworld")]
+    assert run(engine, "x", constraint=compiled(Constraint("regex", "hello world")))[1].reason == "stop"
+    with pytest.raises(ApiError, match="at character 5 "):  # " world" is one token: the whole of it is refused
+        run(engine, "x", constraint=compiled(Constraint("regex", "hello wor")))
+
+
+def test_a_tokenizer_llguidance_cannot_read_is_checked_byte_by_byte(tmp_path):
+    engine = ScriptedEngine(folder_with(tmp_path, {"default": "hello world"}, tokenizer=True))  # no decoder
+    with pytest.raises(ApiError, match="at character 9 "):
+        run(engine, "x", constraint=compiled(Constraint("regex", "hello wor")))

@@ -18,8 +18,10 @@ ending with exactly one ``Finish``. Obligations every engine keeps:
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ..domain_errors import ContextTooLong
@@ -28,11 +30,14 @@ from ..reasoning_budget import ReasoningBudget
 
 @dataclass(frozen=True)
 class Constraint:
-    """What the output must match: any JSON value, a JSON schema, a regex, or a grammar
-    (Lark, or GBNF when it contains ``::=``)."""
+    """What the output must match: any JSON value, a JSON schema, a regex, a grammar (Lark, or
+    GBNF when it contains ``::=``), or the request's tool-call grammar (``tools``, Lark).
+    ``grammar`` is the whole LLGuidance grammar engines apply (reasoning section included), made at
+    request time by ``sampling/constraints.py``."""
 
-    kind: Literal["json", "json_schema", "regex", "grammar"]
+    kind: Literal["json", "json_schema", "regex", "grammar", "tools"]
     value: Any = None
+    grammar: str | None = None
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,8 @@ class ModelInfo:
     cache_size: int | None = None
     cache_mode: str = "FP16"
     vision: bool = False  # takes images: a vision tower is loaded
+    #: The tokenizer's added tokens (text to id): grammars must write them as tokens.
+    added_tokens: Mapping[str, int] = field(default_factory=dict)
 
 
 class Engine(Protocol):
@@ -160,6 +167,15 @@ class Engine(Protocol):
 
 class EngineUnavailable(RuntimeError):
     """The model folder needs an engine this machine or build cannot run, or a part it lacks."""
+
+
+def read_added_tokens(folder: Path) -> dict[str, int]:
+    """A model folder's added tokens (text to id) from its tokenizer.json; none without one."""
+    try:
+        saved = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+        return {str(token["content"]): int(token["id"]) for token in saved.get("added_tokens") or ()}
+    except (OSError, ValueError, TypeError, KeyError):
+        return {}
 
 
 def completion_budget(prompt_tokens: int, max_seq_len: int, max_tokens: int | None) -> int:

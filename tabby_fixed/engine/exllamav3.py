@@ -28,6 +28,7 @@ from typing import Any, cast
 from ..config import DraftModelConfig, MemoryConfig, ModelConfig
 from ..domain_errors import ConstraintRejected, ImagesUnsupported, ImageUnreadable
 from ..reasoning_budget import BudgetWatch, ReasoningBudget
+from ..sampling.constraints import CONSTRAINT_FIELDS, compiled
 from ..templating import find_chat_template
 from .base import (
     Constraint,
@@ -39,6 +40,7 @@ from .base import (
     Step,
     TokenLogprob,
     completion_budget,
+    read_added_tokens,
 )
 from .worker import GeneratorFailed, GeneratorLike, GeneratorWorker
 
@@ -46,9 +48,6 @@ logger = logging.getLogger(__name__)
 
 PAGE = 256  # the paged cache's page size: cache sizes are multiples of it
 LOOP_WINDOW_MIN = 3  # Job(stop_on_loop=(window, 2)) asserts 2 < window
-#: The request field each kind of output constraint comes from, for error messages.
-CONSTRAINT_FIELDS = {"json": "response_format", "json_schema": "json_schema", "regex": "regex_pattern",
-                     "grammar": "grammar_string"}
 
 #: Sampler fields this engine applies (the others are accepted and logged as ignored).
 SAMPLER_FIELDS = frozenset({
@@ -279,18 +278,14 @@ def sampler_steps(values: Mapping[str, Any], tokenizer: Any = None, eos_ids: Seq
 
 
 def output_filters(constraint: Constraint | None, tokenizer: Any) -> list[Any]:
-    """An LLGuidance filter for the request's constraint; it ends the job when the output is complete."""
+    """An LLGuidance filter for the request's grammar (``sampling/constraints.py`` made it: tool calls
+    or structured output, after the reasoning section); it ends the job when the output is complete."""
     if constraint is None:
         return []
     from exllamav3.generator.filter import LLGuidanceFilter
 
-    source: dict[str, Any] = {
-        "json": {"json_schema": {"type": "object"}},
-        "json_schema": {"json_schema": constraint.value},
-        "regex": {"regex": constraint.value},
-        "grammar": {"gbnf_grammar" if "::=" in str(constraint.value) else "lark_grammar": constraint.value},
-    }[constraint.kind]
-    return [LLGuidanceFilter(tokenizer, eos_after_completed=True, **source)]
+    grammar = constraint.grammar or compiled(constraint).grammar
+    return [LLGuidanceFilter(tokenizer, eos_after_completed=True, llg_grammar=grammar)]
 
 
 def job_kwargs(values: Mapping[str, Any], budget: int, stops: list[str | int], max_rq_tokens: int | None,
@@ -453,7 +448,8 @@ class ExLlamaV3Engine:
             bos_token=self._tokenizer.bos_token, eos_token=self._tokenizer.eos_token,
             pad_token=self._tokenizer.pad_token or None, unk_token=self._tokenizer.unk_token or None,
             max_batch_size=parts.slots,
-            cache_size=parts.cache_size, cache_mode=settings.cache_mode, vision=self._vision is not None)
+            cache_size=parts.cache_size, cache_mode=settings.cache_mode, vision=self._vision is not None,
+            added_tokens=read_added_tokens(folder))
         logger.info("%s: context %d, cache %d tokens (%s), %d slots, drafting: %s%s", folder.name, self._max_seq_len,
                     parts.cache_size, settings.cache_mode, parts.slots, parts.mode,
                     f" ({parts.num_draft} tokens)" if parts.num_draft else "")

@@ -7,7 +7,8 @@ A scripted model is a folder holding ``scripted.yml``::
     reasoning: false                  # optional
     chat_template: template.jinja     # optional; the built-in ChatML template with tools otherwise
     token_delay_ms: 0                 # optional pause before each token
-    constraint_check_seconds: 1       # optional: longest a regex or JSON-schema check of the output may run
+    structured_output_examples: false # optional: answer response_format/json_schema with a valid JSON value
+    constraint_check_seconds: 1       # optional: longest the check of an answer against the request's grammar may run
     vision_tower: false               # optional; true: takes images when model.vision is on
     max_seq_len: 32768                # optional
     responses:                        # first match wins
@@ -34,12 +35,16 @@ the folder's ``tokenizer.json`` when there is one, else into word, space and pun
 and goes through the same limits as a real model's: stop strings, ``max_tokens``, the context,
 and the reasoning budget (the scripted reasoning is cut there, the budget message and end tag are
 forced, and the script's answer after its own end tag follows).
+
+A request with an output constraint (``response_format``, ``tool_choice``, ...) cannot steer a
+script, so the answer is checked against the request's grammar, token by token with the folder's
+tokenizer (one token per byte without one), before anything is sent: an answer the grammar refuses
+is a 422 naming the first refused character, the script's bug.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import itertools
 import json
 import re
@@ -52,12 +57,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-import regex
 import yaml
-from jsonschema.exceptions import ValidationError
 
+from ..errors import ApiError
 from ..reasoning_budget import BudgetWatch, ReasoningBudget
+from ..sampling.constraints import CONSTRAINT_FIELDS, compiled
+from ..sampling.grammar_check import Violation, byte_ids, first_violation, ll_tokenizer
 from ..templating import find_chat_template
 from ..toolcalls import scan
 from .base import (
@@ -70,7 +75,9 @@ from .base import (
     Step,
     TokenLogprob,
     completion_budget,
+    read_added_tokens,
 )
+from .schema_example import example
 
 BUILTIN_TEMPLATE = Path(__file__).with_name("chatml_tools.jinja")
 _PIECES = re.compile(r"\w+|\s+|[^\w\s]")
@@ -173,10 +180,12 @@ class _Tokenizer:
     def __init__(self, folder: Path) -> None:
         path = folder / "tokenizer.json"
         self._hf = None
+        self.json: str | None = None  # the tokenizer.json text, for LLGuidance
         if path.is_file():
             from tokenizers import Tokenizer
 
-            self._hf = Tokenizer.from_file(str(path))
+            self.json = path.read_text(encoding="utf-8")
+            self._hf = Tokenizer.from_str(self.json)
         self._ids: dict[str, int] = {}
         self._pieces: list[str] = []
         self._lock = threading.Lock()  # prompts are counted on worker threads
@@ -226,88 +235,17 @@ class _Tokenizer:
         return (stream.step(self._hf, token) or "" for token in self.encode(text))
 
 
-def check_constraint(text: str, constraint: Constraint | None, seconds: float = 1.0) -> None:
-    """Scripted output cannot be steered, so it is checked: a mismatch fails the job, as a real
-    engine's output never could. Grammars are not checked (no grammar engine here).
-
-    The patterns come from the request, so a pattern that backtracks catastrophically must not
-    hang anything: every match (``regex_pattern``, and a schema's ``pattern``,
-    ``patternProperties`` and ``additionalProperties``) runs on the ``regex`` module with the time
-    that is left of ``seconds``, releasing the GIL; the caller runs this off the event loop.
-    """
-    if constraint is None or constraint.kind == "grammar":
-        return
-    token = _DEADLINE.set(time.monotonic() + seconds)
-    try:
-        _check_within_deadline(text, constraint)
-    except TimeoutError:
-        raise ScriptedFailure(f"checking the scripted output against the request's {constraint.kind} took longer "
-                              f"than {seconds:g} s (constraint_check_seconds); the pattern backtracks too much"
-                              ) from None
-    except RecursionError:
-        raise ScriptedFailure("the request's JSON schema refers to itself without end") from None
-    finally:
-        _DEADLINE.reset(token)
+class ScriptBreaksConstraint(ApiError):
+    """The script's answer breaks the request's constraint: a fixture bug, reported where it is."""
 
 
-def _check_within_deadline(text: str, constraint: Constraint) -> None:
-    if constraint.kind == "regex":
-        if not _matches(constraint.value, text, whole=True):
-            raise ScriptedFailure(f"the scripted output does not match the regex {constraint.value!r}")
-        return
-    try:
-        value = json.loads(text)
-    except ValueError as error:
-        raise ScriptedFailure(f"the scripted output is not JSON: {error}") from error
-    if constraint.kind == "json_schema":
-        problem = jsonschema.exceptions.best_match(_SchemaValidator(constraint.value).iter_errors(value))
-        if problem is not None:
-            raise ScriptedFailure(f"the scripted output does not match the JSON schema: {problem.message}")
-
-
-_DEADLINE: contextvars.ContextVar[float] = contextvars.ContextVar("constraint_deadline", default=float("inf"))
-
-
-def _matches(pattern: str, text: str, whole: bool = False) -> bool:
-    """``re.search`` (or ``fullmatch``, DOTALL) within the check's deadline; TimeoutError past it."""
-    left = _DEADLINE.get() - time.monotonic()
-    if left <= 0:
-        raise TimeoutError
-    if whole:
-        return regex.fullmatch(pattern, text, regex.DOTALL, timeout=left, concurrent=True) is not None
-    return regex.search(pattern, text, timeout=left, concurrent=True) is not None
-
-
-def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    if validator.is_type(instance, "string") and not _matches(pattern, instance):
-        yield ValidationError(f"{instance!r} does not match {pattern!r}")
-
-
-def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any,
-                        schema: Any) -> Iterator[ValidationError]:
-    if not validator.is_type(instance, "object"):
-        return
-    for pattern, subschema in patterns.items():
-        for key, value in instance.items():
-            if _matches(pattern, key):
-                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
-
-
-def _additional_properties(validator: Any, additional: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    if not validator.is_type(instance, "object"):
-        return
-    named, patterns = schema.get("properties", {}), schema.get("patternProperties", {})
-    extras = [key for key in instance if key not in named and not any(_matches(p, key) for p in patterns)]
-    if validator.is_type(additional, "object"):
-        for key in extras:
-            yield from validator.descend(instance[key], additional, path=key)
-    elif additional is False and extras:
-        yield ValidationError(f"additional properties are not allowed ({', '.join(map(repr, extras))} unexpected)")
-
-
-#: Draft 2020-12 with every pattern match bounded by the check's deadline.
-_SchemaValidator = jsonschema.validators.extend(jsonschema.Draft202012Validator, {
-    "pattern": _pattern, "patternProperties": _pattern_properties, "additionalProperties": _additional_properties})
+def _violation_error(folder: Path, constraint: Constraint, output: str, violation: Violation) -> ApiError:
+    field = CONSTRAINT_FIELDS[constraint.kind]
+    before = output[max(0, violation.offset - 40):violation.offset]
+    return ScriptBreaksConstraint(
+        422, f"The scripted answer of {folder.name} breaks the request's {field} at character {violation.offset} "
+             f"(after {before!r}): {violation.reason}. A real model would be steered by the grammar; fix the "
+             f"script in {folder / 'scripted.yml'}.", code="script_breaks_constraint", param=field)
 
 
 class ScriptedEngine:
@@ -327,6 +265,8 @@ class ScriptedEngine:
         if not isinstance(check_seconds, (int, float)) or check_seconds <= 0:
             raise ScriptError(f"{path}: 'constraint_check_seconds' must be a number > 0")
         self._check_seconds = float(check_seconds)
+        self._folder = folder
+        self._structured_examples = bool(script.get("structured_output_examples", False))
         self._tokenizer = _Tokenizer(folder)
         self._active = 0
         self._held_tokens = 0  # prompt and output tokens of live jobs: what a real KV cache would hold
@@ -347,6 +287,7 @@ class ScriptedEngine:
             bos_token=None,
             eos_token="<|im_end|>",
             max_batch_size=256,
+            added_tokens=read_added_tokens(folder),
             vision=vision and bool(script.get("vision_tower", False)),
         )
         #: Every image a request brought, in order: what the tests read to follow images end to end.
@@ -392,13 +333,47 @@ class ScriptedEngine:
         prompt_tokens = await asyncio.to_thread(self._tokenizer.count, request.prompt)
         budget = completion_budget(prompt_tokens, self.info.max_seq_len, request.params.max_tokens)
         output, failure = self.answer(request)
+        constraint = request.params.constraint
+        if self._structured_examples and constraint is not None and constraint.kind in ("json", "json_schema"):
+            output, failure = json.dumps(example(constraint.value or {}), ensure_ascii=False), None
         stops = tuple(stop for stop in request.params.stop if isinstance(stop, str) and stop)
+        if constraint is not None:
+            await asyncio.to_thread(self._check, output, budget, stops, constraint)
         return self._replay(self._tokenizer.pieces(output), budget, stops, prompt_tokens, failure,
                             request.params)
 
-    async def _check(self, text: str, constraint: Constraint | None) -> None:
-        if constraint is not None:
-            await asyncio.to_thread(check_constraint, text, constraint, self._check_seconds)
+    def _check(self, output: str, budget: int, stops: tuple[str, ...], constraint: Constraint) -> None:
+        """The output a job would emit (to its first stop string, within its budget), checked against
+        the request's grammar token by token before anything is sent, within
+        ``constraint_check_seconds``; it must be complete unless a stop string or the budget cuts it."""
+        pieces = self._tokenizer.pieces(output)
+        emitted = "".join(itertools.islice(pieces, budget))
+        cut = [at for at in (emitted.find(stop) for stop in stops) if at >= 0]
+        if cut:
+            emitted = emitted[:min(cut)]
+        complete = not cut and next(pieces, None) is None
+        grammar = constraint.grammar or compiled(constraint).grammar
+        assert grammar is not None, "compiled() always sets the grammar"
+        try:
+            violation = first_violation(grammar, *self._grammar_view(emitted), complete,
+                                        deadline=time.monotonic() + self._check_seconds)
+        except TimeoutError:
+            raise ScriptedFailure(f"checking the scripted output against the request's grammar took longer than "
+                                  f"{self._check_seconds:g} s (constraint_check_seconds)") from None
+        if violation is not None:
+            raise _violation_error(self._folder, constraint, emitted, violation)
+
+    def _grammar_view(self, text: str) -> tuple[Any, list[int]]:
+        """LLGuidance's tokenizer and the text's ids: the folder's tokenizer.json, or one token per
+        byte without one (or with one LLGuidance cannot read, such as a word list without a decoder)."""
+        if self._tokenizer.json is not None:
+            ids = self._tokenizer.encode(self.info.eos_token or "")
+            try:
+                return ll_tokenizer(self._tokenizer.json, ids[0] if len(ids) == 1 else None), \
+                    self._tokenizer.encode(text)
+            except ValueError:
+                pass
+        return ll_tokenizer(None), byte_ids(text)
 
     def _cut_reasoning(self, rest: Iterator[str], budget: ReasoningBudget) -> Iterator[str]:
         """The scripted output after its reasoning budget is spent: the forced message and end tag,
@@ -412,12 +387,10 @@ class ScriptedEngine:
     async def _replay(self, pieces: Iterator[str], budget: int, stops: tuple[str, ...], prompt_tokens: int,
                       failure: str | None, params: GenerationParams) -> AsyncIterator[Step | Finish]:
         """Scripted tokens are certain: each has log-probability 0, and is its own only alternative."""
-        constraint = params.constraint
         self._active += 1
         self._held_tokens += prompt_tokens
         started = time.perf_counter()
         held = ""  # text that could still be the start of a stop string
-        emitted: list[str] = []
         count = 0
         queue = pieces  # pieces come lazily (a long answer is never held whole); a budget cut replaces the rest
         watch = BudgetWatch(params.reasoning_budget) if params.reasoning_budget is not None else None
@@ -428,7 +401,6 @@ class ScriptedEngine:
                 if self._unloaded:
                     raise ScriptedFailure("the job was aborted because the model was unloaded")
                 if count == budget:
-                    await self._check("".join(emitted), constraint)
                     yield Finish("length", prompt_tokens, count, completion_seconds=time.perf_counter() - started)
                     return
                 if self._delay:
@@ -445,22 +417,17 @@ class ScriptedEngine:
                 size, stop = scan(text, stops, final=False)
                 if stop is not None:
                     if size:
-                        emitted.append(text[:size])
                         yield Step(text[:size], logprobs=certain)
-                    await self._check("".join(emitted), constraint)
                     yield Finish("stop", prompt_tokens, count, stop_str=stop,
                                  completion_seconds=time.perf_counter() - started)
                     return
                 held = text[size:]
                 if size or certain:
-                    emitted.append(text[:size])
                     yield Step(text[:size], logprobs=certain)
             if held:
-                emitted.append(held)
                 yield Step(held, token_count=0)
             if failure is not None:
                 raise ScriptedFailure(failure)
-            await self._check("".join(emitted), constraint)
             yield Finish("stop", prompt_tokens, count, completion_seconds=time.perf_counter() - started)
         finally:
             self._active -= 1

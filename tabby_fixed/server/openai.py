@@ -22,7 +22,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from ..chat import build_prompt, last_user_text, output_parser, reasoning_budget, transcript
+from ..chat import build_prompt, chat_constraint, last_user_text, output_parser, reasoning_budget, transcript
 from ..config import NetworkConfig
 from ..domain_errors import DomainError
 from ..engine.base import Finish, GenerationParams, GenerationRequest, ImageInput, Step, TokenLogprob
@@ -30,7 +30,7 @@ from ..errors import ApiError
 from ..output import ChatOutput, OutputEvent, OutputParser
 from ..reasoning import ReasoningDelta
 from ..sampling import resolve
-from ..sampling.constraints import constraint_for
+from ..sampling.constraints import compiled, constraint_for
 from ..toolcalls import ContentDelta, ToolCallArgs, ToolCallBegin
 from .debug_log import write_chat_log
 from .failures import api_error
@@ -46,7 +46,8 @@ logger = logging.getLogger(__name__)
 
 
 def _generation(app: FastAPI, model: LoadedModel, fields: GenerationFields) -> tuple[GenerationParams, str]:
-    """The job's parameters from every sampler layer, and the ``x-sampler-source`` summary."""
+    """The job's parameters from every sampler layer, and the ``x-sampler-source`` summary. The
+    constraint is as requested; the route compiles it (chat adds the tools and the reasoning section)."""
     effective = resolve(fields.sampler_values(), model.preset or app.state.preset, model.card)
     values = effective.values
     if app.state.config.logging.log_generation_params:
@@ -206,7 +207,10 @@ class ChatJob:
         if logging_config.log_prompt:
             logger.info("prompt:\n%s", prompt)
         params, sources = _generation(request.app, model, chat)
-        params = dataclasses.replace(params, reasoning_budget=reasoning_budget(model.chat, inputs, prompt))
+        params = dataclasses.replace(
+            params, constraint=chat_constraint(model.chat, inputs, prompt, params.constraint,
+                                               model.engine.info.added_tokens),
+            reasoning_budget=reasoning_budget(model.chat, inputs, prompt))
         choices = await _Choices.start(request, model, [prompt] * chat.n, params,
                                        [last_user_text(inputs)] * chat.n, transcript(inputs), images)
         on_parsed = request.app.state.metrics.parsed_callback(model.name)
@@ -369,6 +373,8 @@ async def completions(request: Request, permission: ApiPermission) -> Response:
     model = await serving(request.app, completion.model, permission)
     prompts = [p for p in completion.prompts for _ in range(completion.n)]
     params, sources = _generation(request.app, model, completion)
+    if params.constraint is not None:
+        params = dataclasses.replace(params, constraint=compiled(params.constraint))
     choices = await _Choices.start(request, model, prompts, params, prompts)
     reply = _Reply("cmpl", model.name, completion.timings)
     headers = {"x-sampler-source": sources}

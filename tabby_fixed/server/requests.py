@@ -149,8 +149,7 @@ class ChatCompletionRequest(GenerationFields):
     @field_validator("tool_choice")
     @classmethod
     def _choice_names_a_tool(cls, value: Any, info: Any) -> Any:
-        """A forced tool must be one of the request's tools (it is not enforced by grammar yet, but a
-        name that cannot be called is a client mistake worth saying)."""
+        """A forced tool must be one of the request's tools: the grammar could not call any other."""
         tools = info.data.get("tools") or []
         if value == "required" and not tools:
             raise ValueError("tool_choice 'required' needs tools")

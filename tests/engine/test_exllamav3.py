@@ -28,6 +28,7 @@ from tabby_fixed.engine.exllamav3 import (
     wants_bos,
     with_bos,
 )
+from tabby_fixed.errors import ApiError
 from tabby_fixed.sampling import NEUTRAL
 
 
@@ -137,9 +138,38 @@ def test_constraints_become_llguidance_filters(tokenizer, constraint):
     assert type(output_filter).__name__ == "LLGuidanceFilter"
 
 
-def test_a_bad_grammar_is_refused_by_the_library(tokenizer):
-    with pytest.raises(ValueError):
+def test_a_bad_grammar_is_a_400_naming_its_field(tokenizer):
+    with pytest.raises(ApiError) as error:
         output_filters(Constraint("grammar", "root ::= ("), tokenizer)
+    assert error.value.status == 400 and error.value.param == "grammar_string"
+
+
+def test_a_grammar_naming_a_token_the_model_lacks_is_refused_by_the_library(tokenizer):
+    with pytest.raises(ValueError):
+        output_filters(Constraint("grammar", "start: <|no_such_token|>"), tokenizer)
+
+
+def test_the_tool_call_grammar_steers_the_library_filter(tokenizer, model_folder):
+    """tool_choice required with parallel calls off, through the library's own LLGuidanceFilter:
+    the call's tokens are accepted, then the filter is complete (the job ends), and a reply
+    in prose is masked out from the first token."""
+    from tabby_fixed.engine.base import read_added_tokens
+    from tabby_fixed.sampling.constraints import compiled
+    from tabby_fixed.sampling.tool_grammar import tool_call_grammar
+    from tabby_fixed.toolcalls.conformance import TOOLS
+    from tabby_fixed.toolcalls.formats import get_format
+
+    added = read_added_tokens(model_folder)
+    lark = tool_call_grammar(get_format("qwen3_coder").syntax, TOOLS, "required", False, added)
+    (output_filter,) = output_filters(compiled(Constraint("tools", lark), None, added), tokenizer)
+    call = "<tool_call>\n<function=Bash>\n<parameter=command>\nls\n</parameter>\n</function>\n</tool_call>"
+    ids = tokenizer.encode(call, encode_special_tokens=True)[0].tolist()
+    mask = output_filter.get_next_logit_mask()[0]
+    allowed = [t for t in range(tokenizer.actual_vocab_size) if int(mask[t // 32]) >> (t % 32) & 1]
+    assert allowed == [ids[0]], "only the call's opening tag may start the answer"
+    for token in ids:
+        output_filter.accept_token(token)
+    assert output_filter.is_completed()
 
 
 def test_jobs_build_from_our_arguments(tokenizer, exl_config):

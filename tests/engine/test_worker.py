@@ -14,10 +14,11 @@ from pathlib import Path
 import exllamav3
 import pytest
 
-from tabby_fixed.domain_errors import ConstraintRejected, ContextTooLong
+from tabby_fixed.domain_errors import ContextTooLong
 from tabby_fixed.engine.base import Constraint, Finish, GenerationParams, GenerationRequest, Step
 from tabby_fixed.engine.exllamav3 import ExLlamaV3Engine
 from tabby_fixed.engine.worker import GeneratorFailed, GeneratorWorker
+from tabby_fixed.errors import ApiError
 from tabby_fixed.reasoning_budget import ReasoningBudget
 from tabby_fixed.sampling import NEUTRAL
 from tests.engine.scripted_generator import ScriptedGenerator
@@ -186,9 +187,9 @@ def test_the_context_is_checked_before_a_job_exists(scripted):
 def test_a_constraint_llguidance_refuses_is_a_400_before_anything_is_queued(scripted, constraint, field):
     engine, generator = scripted("a")
     bad = GenerationRequest("hi", GenerationParams(sampler=NEUTRAL, constraint=constraint))
-    with pytest.raises(ConstraintRejected) as error:
+    with pytest.raises(ApiError) as error:
         asyncio.run(engine.generate(bad))
-    assert error.value.field == field and field in error.value.message
+    assert error.value.status == 400 and error.value.param == field and field in error.value.message
     assert generator.job_serial == 0, "no job was queued"
     assert isinstance(asyncio.run(collect(engine, request()))[-1], Finish)
 

@@ -190,7 +190,9 @@ def test_structured_output_is_checked(server, output, fields, ok):
     if ok:
         assert response.status_code == 200 and response.json()["choices"][0]["message"]["content"] == output
     else:
-        assert response.status_code == 500 and "scripted output" in response.json()["error"]["message"]
+        error = response.json()["error"]
+        assert response.status_code == 422 and "breaks the request's" in error["message"]
+        assert error["code"] == "script_breaks_constraint" and "at character" in error["message"]
 
 
 @pytest.mark.parametrize("fields", [

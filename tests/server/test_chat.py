@@ -101,17 +101,23 @@ def test_sdk_stream_helper(client: openai.OpenAI, text: str):
     assert [(e.name, e.arguments) for e in done] == calls
 
 
-def test_tool_choice_none_leaves_calls_in_content(client: openai.OpenAI):
-    text = SEED_OUTPUTS["indentation"]
-    choice = client.chat.completions.create(model="tester", messages=ask(text), tools=TOOLS,
+def test_tool_choice_none_keeps_text_and_refuses_a_scripted_call(client: openai.OpenAI):
+    choice = client.chat.completions.create(model="tester", messages=ask("No call."), tools=TOOLS,
                                             tool_choice="none").choices[0]
-    assert choice.message.content == text and not choice.message.tool_calls and choice.finish_reason == "stop"
+    assert choice.message.content == "No call." and not choice.message.tool_calls
+    with pytest.raises(openai.UnprocessableEntityError, match="breaks the request's tools at character 10 "):
+        client.chat.completions.create(model="tester", messages=ask(SEED_OUTPUTS["indentation"]), tools=TOOLS,
+                                       tool_choice="none")
 
 
-def test_parallel_tool_calls_false_returns_the_first_call(client: openai.OpenAI):
-    choice = client.chat.completions.create(model="tester", messages=ask(SEED_OUTPUTS["two calls"]), tools=TOOLS,
+def test_parallel_tool_calls_false_allows_one_call_then_the_end(client: openai.OpenAI):
+    one = "On it.\n" + call("edit", ("path", "a.py"))
+    choice = client.chat.completions.create(model="tester", messages=ask(one), tools=TOOLS,
                                             parallel_tool_calls=False).choices[0]
     assert [json.loads(c.function.arguments) for c in choice.message.tool_calls] == [{"path": "a.py"}]
+    with pytest.raises(openai.UnprocessableEntityError, match=f"at character {len(one)}"):
+        client.chat.completions.create(model="tester", messages=ask(SEED_OUTPUTS["two calls"]), tools=TOOLS,
+                                       parallel_tool_calls=False)
 
 
 def test_without_tools_nothing_is_parsed(client: openai.OpenAI):

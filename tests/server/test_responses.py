@@ -150,9 +150,11 @@ def test_tool_choice_of_another_tool_type_is_ignored(client: openai.OpenAI):
     response = client.responses.create(model="tester", input="RAW:" + WRITE, tools=[*FUNCTIONS, *SKIPPED],
                                        tool_choice={"type": "web_search"})
     assert [item.type for item in response.output] == ["message", "function_call", "function_call"]
-    forced = client.responses.create(model="tester", input="RAW:" + WRITE, tools=FUNCTIONS,
+    one_call = call("write_file", ("path", "notes.txt"), ("content", "123"))
+    forced = client.responses.create(model="tester", input="RAW:" + one_call, tools=FUNCTIONS,
                                      tool_choice={"type": "function", "name": "write_file"})
     assert forced.tool_choice.name == "write_file" and forced.status == "completed"
+    assert [item.name for item in forced.output if item.type == "function_call"] == ["write_file"]
 
 
 def test_bad_input_is_a_400(client: openai.OpenAI):

@@ -64,6 +64,35 @@ class ParamOpened:
     kind: Kind = None
 
 
+@dataclass(frozen=True)
+class CallSyntax:
+    """How a format's template writes calls, for the grammar that makes a model write them
+    (``sampling/tool_grammar.py``). Declared next to the parser's questions so that a new format
+    states both in one place. ``{name}`` and ``{key}`` stand for the tool and parameter names,
+    each written bare or inside any of ``quotes``; ``{index}`` stands for a call number, ``{string}``
+    in a parameter's opening tag for ``true`` (a string value, free text) or ``false`` (JSON);
+    tuples list the spellings accepted.
+    """
+
+    trigger: str  # the tag that starts a block of calls (the lazy grammar's trigger)
+    block_close: str
+    open_gap: str = ""  # written right after the trigger
+    block_separator: str = "\n"  # between two blocks
+    shares_block: bool = False  # several calls inside one block (MiniMax-M2), else one call per block
+    call_separator: str = "\n"  # between two calls in one block
+    call_open: tuple[str, ...] = ()
+    call_close: str = ""
+    quotes: tuple[str, ...] = ("",)
+    param_open: tuple[str, ...] = ()
+    value_close: str = ""  # ends a parameter's value (string values are free text up to it)
+    after_param: tuple[str, ...] = ("",)
+    json_param_open: tuple[str, ...] = ()  # a nameless parameter holding all arguments as one JSON object
+    json_call: bool = False  # the call is one JSON object {"name": ..., "arguments": {...}} (Hermes)
+    #: The header (``call_open``, which may hold ``{index}``: a call number) is followed by the
+    #: arguments as one JSON object, then ``call_close`` (Kimi-K2, DeepSeek-V3.1, Mistral).
+    json_arguments: bool = False
+
+
 #: What a format answers, depending on the question: the call or parameter that opens here,
 #: ``NEED`` (undecidable until more text comes), or None (nothing opens here).
 Answer = Opened | JsonOpened | ParamOpened | Need | None
@@ -114,6 +143,14 @@ class CallFormat:
     #: Reasoning tags of the family, when they are not ``<think>``/``</think>``: candidate pairs,
     #: the first whose opening tag the chat template mentions wins (the first pair otherwise).
     reasoning_tags: tuple[tuple[str, str], ...] = ()
+    #: How calls are written, for the grammar that enforces ``tool_choice`` (None: not enforceable).
+    syntax: CallSyntax | None = None
+
+    def call_syntax(self) -> CallSyntax | None:
+        """The format's call syntax when it is its own: one whose trigger is not among the format's
+        start markers was inherited from a format that starts calls elsewhere, and would steer the
+        model to another format's calls (such a subclass declares its own, or none)."""
+        return self.syntax if self.syntax is not None and self.syntax.trigger in self.start_markers else None
 
     def open_call(self, text: str, final: bool, schemas: ToolSchemas) -> Answer:
         """At a start marker: Opened, JsonOpened, NEED or None."""

@@ -23,7 +23,7 @@ import re
 
 from ..scanner import attribute_name, read_header
 from ..schema import ToolSchemas
-from .base import Answer, CallFormat, ParamOpened, SectionOfJsonCalls, header_call, wrapped_header_call
+from .base import Answer, CallFormat, CallSyntax, ParamOpened, SectionOfJsonCalls, header_call, wrapped_header_call
 
 _STRING_ATTRIBUTE = re.compile(r"""\sstring\s*=\s*["']?true\b""")
 _STRING_KIND = frozenset(["string"])
@@ -38,9 +38,21 @@ class DeepSeekV31(SectionOfJsonCalls):
     start_markers = ("<｜tool▁calls▁begin｜>",)
     call_open = "<｜tool▁call▁begin｜>"
     header_close = "<｜tool▁sep｜>"
+    syntax = CallSyntax(
+        trigger="<｜tool▁calls▁begin｜>", block_close="<｜tool▁calls▁end｜>", shares_block=True, call_separator="",
+        call_open=("<｜tool▁call▁begin｜>{name}<｜tool▁sep｜>",), call_close="<｜tool▁call▁end｜>", json_arguments=True)
 
     def detect(self, chat_template: str) -> bool:
         return "<｜tool▁sep｜>" in chat_template
+
+
+def _dsml_syntax(wrapper_open: str, wrapper_close: str) -> CallSyntax:
+    """DSML calls: each value's opening tag says whether it is a string (free text) or JSON."""
+    return CallSyntax(
+        trigger=wrapper_open, open_gap="\n", block_close=wrapper_close, shares_block=True, call_separator="",
+        call_open=(f"{_INVOKE} name={{name}}>\n",), call_close="</｜DSML｜invoke>\n", quotes=('"',),
+        param_open=(f'{_PARAMETER} name={{key}} string="{{string}}">',), value_close=_PARAMETER_CLOSE,
+        after_param=("\n",))
 
 
 class DeepSeekV4(CallFormat):
@@ -50,6 +62,7 @@ class DeepSeekV4(CallFormat):
     call_close = "</｜DSML｜invoke>"
     start_markers = ("<｜DSML｜tool_calls>",)
     param_prefixes = (_PARAMETER,)
+    syntax = _dsml_syntax(wrapper_open, wrapper_close)
 
     def open_call(self, text: str, final: bool, schemas: ToolSchemas) -> Answer:
         return wrapped_header_call(text, final, self.wrapper_open, _INVOKE)
@@ -77,6 +90,7 @@ class DeepSeekV32(DeepSeekV4):
     wrapper_open = "<｜DSML｜function_calls>"
     wrapper_close = "</｜DSML｜function_calls>"
     start_markers = ("<｜DSML｜function_calls>",)
+    syntax = _dsml_syntax(wrapper_open, wrapper_close)
 
     def detect(self, chat_template: str) -> bool:
         return _dsml(chat_template) and "function_calls" in chat_template

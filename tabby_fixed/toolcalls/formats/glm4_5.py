@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ..scanner import HEADER_LIMIT, NEED, skip_space, starts, unquote, valid_name
 from ..schema import ToolSchemas
-from .base import Answer, CallFormat, Opened, ParamOpened
+from .base import Answer, CallFormat, CallSyntax, Opened, ParamOpened
 
 _KEY, _VALUE = "<arg_key>", "<arg_value>"
 
@@ -29,6 +29,10 @@ class Glm45(CallFormat):
     call_close = "</tool_call>"
     start_markers = ("<tool_call>",)
     param_prefixes = (_KEY, _VALUE)
+    syntax = CallSyntax(
+        trigger="<tool_call>", block_close="</tool_call>", call_open=("{name}\n", "{name}"), quotes=("", '"'),
+        param_open=("<arg_key>{key}</arg_key>\n<arg_value>", "<arg_key>{key}</arg_key><arg_value>"),
+        value_close="</arg_value>", after_param=("\n", ""), json_param_open=(_VALUE,))
 
     def open_call(self, text: str, final: bool, schemas: ToolSchemas) -> Answer:
         opened = starts(text, 0, self.wrapper_open, final)

@@ -19,7 +19,7 @@ from typing import Any
 from ..partial import finished_members
 from ..scanner import unquote, valid_name
 from ..schema import ToolSchemas, conform_json_arguments, loads_json
-from .base import Answer, CallFormat, Decoded, JsonOpened, after_wrapper
+from .base import Answer, CallFormat, CallSyntax, Decoded, JsonOpened, after_wrapper
 
 
 class Hermes(CallFormat):
@@ -28,6 +28,7 @@ class Hermes(CallFormat):
     wrapper_close = "</tool_call>"
     call_close = "</tool_call>"
     start_markers = ("<tool_call>",)
+    syntax = CallSyntax(trigger="<tool_call>", open_gap="\n", block_close="\n</tool_call>", json_call=True)
 
     def open_call(self, text: str, final: bool, schemas: ToolSchemas) -> Answer:
         start = after_wrapper(text, self.wrapper_open, final)

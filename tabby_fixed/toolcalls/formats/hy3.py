@@ -18,7 +18,7 @@ ones; detection tells them apart by the template. Values are raw text; non-strin
 from __future__ import annotations
 
 from ..scanner import valid_name
-from .base import Answer, Opened, SectionOfCalls
+from .base import Answer, CallSyntax, Opened, SectionOfCalls
 from .glm4_5 import key_value_param
 
 
@@ -34,6 +34,11 @@ class Hy3(SectionOfCalls):
         self.start_markers = (self.wrapper_open,)
         self.param_prefixes = (f"<arg_key{tag}>", f"<arg_value{tag}>")
         self.reasoning_tags = ((f"<think{tag}>", f"</think{tag}>"),)
+        self.syntax = CallSyntax(
+            trigger=self.wrapper_open, open_gap="\n", block_close=self.wrapper_close, shares_block=True,
+            call_separator="", call_open=(f"{self.call_open}{{name}}{self.header_close}\n",),
+            call_close=f"{self.call_close}\n", param_open=(f"<arg_key{tag}>{{key}}</arg_key{tag}>\n<arg_value{tag}>",),
+            value_close=f"</arg_value{tag}>", after_param=("\n",), json_param_open=(f"<arg_value{tag}>",))
 
     def opened(self, text: str, header: str, end: int, final: bool) -> Answer:
         return Opened(header, end, wrapped=True) if valid_name(header) else None

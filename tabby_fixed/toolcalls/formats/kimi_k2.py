@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from .base import SectionOfJsonCalls
+from .base import CallSyntax, SectionOfJsonCalls
 
 _ID = re.compile(r"(?:functions\.)?(?P<name>.+?)(?::\d+)?\Z", re.S)
 
@@ -27,6 +27,10 @@ class KimiK2(SectionOfJsonCalls):
     start_markers = ("<|tool_calls_section_begin|>",)
     call_open = "<|tool_call_begin|>"
     header_close = "<|tool_call_argument_begin|>"
+    syntax = CallSyntax(
+        trigger="<|tool_calls_section_begin|>", block_close="<|tool_calls_section_end|>", shares_block=True,
+        call_separator="", call_open=("<|tool_call_begin|>functions.{name}:{index}<|tool_call_argument_begin|>",),
+        call_close="<|tool_call_end|>", json_arguments=True)
 
     def named(self, header: str) -> tuple[str, str | None]:
         match = _ID.match(header)

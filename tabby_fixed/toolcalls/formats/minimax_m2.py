@@ -15,7 +15,7 @@ Several ``<invoke>`` blocks may share one wrapper. Values are raw text with no f
 from __future__ import annotations
 
 from ..schema import ToolSchemas
-from .base import Answer, CallFormat, header_call, parameter_tag, wrapped_header_call
+from .base import Answer, CallFormat, CallSyntax, header_call, parameter_tag, wrapped_header_call
 
 _INVOKE = "<invoke"
 
@@ -27,6 +27,12 @@ class MiniMaxM2(CallFormat):
     call_close = "</invoke>"
     start_markers = ("<minimax:tool_call>",)
     param_prefixes = ("<parameter",)
+    syntax = CallSyntax(
+        trigger="<minimax:tool_call>", open_gap="\n", block_close="</minimax:tool_call>", shares_block=True,
+        call_separator="", call_open=("<invoke name={name}>\n",), call_close="</invoke>\n",
+        quotes=('"', "'", ""),
+        param_open=("<parameter name={key}>",), value_close="</parameter>", after_param=("\n",),
+        json_param_open=("<parameter>",))
 
     def open_call(self, text: str, final: bool, schemas: ToolSchemas) -> Answer:
         return wrapped_header_call(text, final, self.wrapper_open, _INVOKE)

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..partial import finished_items
 from ..schema import ToolSchemas
-from .base import Answer, CallFormat, Decoded, JsonOpened, after_wrapper, between_tags, json_arguments
+from .base import Answer, CallFormat, CallSyntax, Decoded, JsonOpened, after_wrapper, between_tags, json_arguments
 from .hermes import cut_named_call, named_call
 
 _TOOL_CALLS, _ARGS, _CALL_ID = "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"
@@ -36,6 +36,8 @@ class _MistralIds(CallFormat):
 
 class Mistral(_MistralIds):
     names = ("mistral",)
+    syntax = CallSyntax(trigger=_TOOL_CALLS, block_close="", block_separator="", call_open=("{name}" + _ARGS,),
+                        json_arguments=True)
     wrapper_open = _TOOL_CALLS
     start_markers = (_TOOL_CALLS,)
     reasoning_tags = (("[THINK]", "[/THINK]"),)

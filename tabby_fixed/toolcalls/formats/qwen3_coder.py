@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from ..scanner import NEED, skip_space, starts
 from ..schema import ToolSchemas
-from .base import Answer, CallFormat, Opened, header_call, parameter_tag, wrapped_header_call
+from .base import Answer, CallFormat, CallSyntax, Opened, header_call, parameter_tag, wrapped_header_call
 
 _FUNCTION = "<function="
 
@@ -37,6 +37,10 @@ class Qwen3Coder(CallFormat):
     start_markers = ("<tool_call>", _FUNCTION)
     param_prefixes = ("<parameter", "<arg_value>")
     framing = True
+    syntax = CallSyntax(
+        trigger="<tool_call>", open_gap="\n", block_close="</tool_call>", call_open=("<function={name}>\n",),
+        call_close="</function>\n", quotes=("", '"'), param_open=("<parameter={key}>\n", "<parameter name={key}>\n"),
+        value_close="\n</parameter>", after_param=("\n",), json_param_open=("<parameter>\n",))
 
     def open_call(self, text: str, final: bool, schemas: ToolSchemas) -> Answer:
         if text.startswith(_FUNCTION):

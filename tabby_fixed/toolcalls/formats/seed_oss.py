@@ -15,6 +15,7 @@ schema-typed conversion reads. Reasoning is ``<seed:think>``...``</seed:think>``
 
 from __future__ import annotations
 
+from .base import CallSyntax
 from .qwen3_coder import Qwen3Coder
 
 
@@ -23,6 +24,10 @@ class SeedOss(Qwen3Coder):
     wrapper_open = "<seed:tool_call>"
     wrapper_close = "</seed:tool_call>"
     start_markers = ("<seed:tool_call>", "<function=")
+    syntax = CallSyntax(
+        trigger="<seed:tool_call>", open_gap="\n", block_close="</seed:tool_call>", call_open=("<function={name}>\n",),
+        call_close="</function>\n", quotes=("", '"'), param_open=("<parameter={key}>", "<parameter name={key}>"),
+        value_close="</parameter>", after_param=("\n",), json_param_open=("<parameter>",))
     framing = False
     reasoning_tags = (("<seed:think>", "</seed:think>"),)
 
