@@ -1,5 +1,5 @@
-"""The Messages and Responses streams on the wire: a client that goes away cancels the job, and a
-quiet engine gets keep-alives in each API's own form."""
+"""The chat, Messages and Responses streams on the wire: a client that goes away cancels the job,
+and a quiet engine gets keep-alives in each API's own form."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from tests.server.conftest import API_KEY, serve
 
 BODIES = {
+    "/chat/completions": {"model": "slow", "stream": True, "messages": [{"role": "user", "content": "hi"}]},
     "/messages": {"model": "slow", "max_tokens": 500, "stream": True, "messages": [{"role": "user", "content": "hi"}]},
     "/responses": {"model": "slow", "stream": True, "input": "hi"},
 }
