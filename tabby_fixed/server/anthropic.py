@@ -17,6 +17,7 @@ Errors, before or during a stream, are Anthropic's shape:
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import uuid
@@ -24,7 +25,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from ..chat import build_prompt
 from ..engine.base import Finish
@@ -33,8 +34,8 @@ from ..output import BlockText, ChatOutput, OutputEvent
 from ..reasoning import ReasoningDelta
 from ..toolcalls import ContentDelta, ToolCallArgs, ToolCallBegin, ToolCallEnd
 from .anthropic_models import MessagesRequest, to_chat_request
-from .openai import ChatJob, Done, finish_reason, guarded, stream_settings
-from .sse import frame, sse_response
+from .openai import ChatJob, Done, finish_reason, stream_settings
+from .sse import frame
 from .state import ApiPermission, read_json, serving
 
 router = APIRouter(prefix="/v1", tags=["anthropic"])
@@ -90,13 +91,7 @@ async def messages(request: Request, permission: ApiPermission) -> Response:
     chat = to_chat_request(body)
     job = await ChatJob.start(request, permission, chat)
     message = _Message(f"msg_{uuid.uuid4().hex}", job.model.name, body.stop_sequences or [])
-    if (streaming := stream_settings(request, chat)) is not None:
-        return sse_response(guarded(message.stream(job.events(streaming[1])), _error_event), job.headers)
-    events, done = await job.whole()
-    for item in events:
-        message.on(item)
-    message.end(done)
-    return JSONResponse(message.body, headers=job.headers)
+    return await job.respond(stream_settings(request, chat), message, _error_event)
 
 
 @router.post("/messages/count_tokens")
@@ -105,7 +100,8 @@ async def count_tokens(request: Request, permission: ApiPermission) -> dict[str,
     body: MessagesRequest = await read_json(request, MessagesRequest)
     chat = to_chat_request(body)
     model = await serving(request.app, chat.model, permission)
-    return {"input_tokens": len(model.engine.encode(build_prompt(model.chat, chat.chat_input())))}
+    prompt = build_prompt(model.chat, chat.chat_input())
+    return {"input_tokens": len(await asyncio.to_thread(model.engine.encode, prompt))}  # off the event loop
 
 
 class _Message:
@@ -123,6 +119,10 @@ class _Message:
         self._open: dict[str, Any] | None = None  # the open block, also the last of body["content"]
         self._arguments: list[str] = []  # the open tool_use block's JSON so far
         self._text = BlockText()
+
+    @property
+    def whole(self) -> dict[str, Any]:
+        return self.body
 
     async def stream(self, events: AsyncIterator[OutputEvent | Done | None]) -> AsyncIterator[bytes]:
         yield event("message_start", {"type": "message_start", "message": {**self.body, "content": []}})

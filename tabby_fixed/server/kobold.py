@@ -9,6 +9,7 @@ text so far and ``/api/extra/abort`` can stop it, from another request. The rout
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import time
@@ -205,7 +206,7 @@ async def current_model(request: Request, permission: ApiPermission) -> dict[str
 async def token_count(request: Request, permission: ApiPermission) -> dict[str, Any]:
     body: TokenCountRequest = await read_json(request, TokenCountRequest)
     model = await serving(request.app, None, permission)
-    ids = model.engine.encode(body.prompt)
+    ids = await asyncio.to_thread(model.engine.encode, body.prompt)  # off the event loop
     return {"value": len(ids), "ids": ids}
 
 

@@ -17,7 +17,7 @@ import traceback
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
@@ -227,13 +227,18 @@ class ChatJob:
             outputs.append(parser.result())
         return outputs, logprobs
 
-    async def whole(self) -> tuple[list[OutputEvent], Done]:
-        """The first choice run to its end: its output events, as one batch, and ``Done``. For the
-        routes that build their answer from events either way, so both ways give the same answer."""
+    async def respond(self, streaming: tuple[bool, float] | None, wire: WireAnswer,
+                      error_frame: Callable[[ApiError], bytes]) -> Response:
+        """The first choice in a route's own shape (the routes that have no ``n``): streamed event by
+        event, or run to its end and gathered by the same mapper, so both ways give the same answer."""
+        if streaming is not None:
+            return sse_response(guarded(wire.stream(self.events(streaming[1])), error_frame), self.headers)
         texts, _ = await unless_disconnected(self.request, self.choices.collect())
         parser = self.parsers[0]
-        events = parser.feed(texts[0]) + parser.close()
-        return events, Done(self.choices.done()[0], parser.result())
+        for event in parser.feed(texts[0]) + parser.close():
+            wire.on(event)
+        wire.end(Done(self.choices.done()[0], parser.result()))
+        return JSONResponse(wire.whole, headers=self.headers)
 
     async def events(self, ping_interval: float) -> AsyncIterator[OutputEvent | Done | None]:
         """The first choice's output events as they arrive, then ``Done``; None for a keep-alive
@@ -256,6 +261,21 @@ class Done:
 
     finish: Finish
     output: ChatOutput
+
+
+class WireAnswer(Protocol):
+    """A route's answer shape built from output events (Anthropic messages, OpenAI responses)."""
+
+    def stream(self, events: AsyncIterator[OutputEvent | Done | None]) -> AsyncIterator[bytes]: ...
+
+    def on(self, item: OutputEvent) -> bytes: ...
+
+    def end(self, done: Done) -> bytes: ...
+
+    @property
+    def whole(self) -> dict[str, Any]:
+        """The answer as one JSON body, once ``end`` has been called."""
+        ...
 
 
 @router.post("/chat/completions")

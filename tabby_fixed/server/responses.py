@@ -26,16 +26,16 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from ..errors import ApiError, not_found
 from ..output import BlockText, OutputEvent
 from ..reasoning import ReasoningDelta
 from ..toolcalls import ContentDelta, ToolCallArgs, ToolCallBegin, ToolCallEnd
-from .openai import ChatJob, Done, finish_reason, guarded, stream_settings
+from .openai import ChatJob, Done, finish_reason, stream_settings
 from .response_store import ResponseStore
 from .responses_models import InputItem, ResponsesRequest, to_chat_request
-from .sse import frame, ping, sse_response
+from .sse import frame, ping
 from .state import ApiPermission, read_json
 
 router = APIRouter(prefix="/v1", tags=["responses"])
@@ -120,13 +120,7 @@ async def create(request: Request, permission: ApiPermission) -> Response:
         return result
 
     answer = _Events(response, keep)
-    if (streaming := stream_settings(request, chat)) is not None:
-        return sse_response(guarded(answer.stream(job.events(streaming[1])), answer.failed), job.headers)
-    events, done = await job.whole()
-    for item in events:
-        answer.on(item)
-    answer.end(done)
-    return JSONResponse(response.object, headers=job.headers)
+    return await job.respond(stream_settings(request, chat), answer, answer.failed)
 
 
 @router.get("/responses/{response_id}")
@@ -162,6 +156,10 @@ class _Events:
         payload = {"type": kind, "sequence_number": self._sequence, **fields}
         self._sequence += 1
         return f"event: {kind}\r\n".encode() + frame(payload)
+
+    @property
+    def whole(self) -> dict[str, Any]:
+        return self._response.object
 
     async def stream(self, events: AsyncIterator[OutputEvent | Done | None]) -> AsyncIterator[bytes]:
         yield self._event("response.created", response=self._response.object)

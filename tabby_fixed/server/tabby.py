@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -130,7 +131,9 @@ async def encode(request: Request, permission: ApiPermission) -> dict[str, Any]:
             text = render_chat(model.chat.chat_template, messages, add_generation_prompt=False, **body.template_vars)
         except ChatTemplateError as error:
             raise ApiError(400, f"The chat template could not render these messages: {error}") from error
-    tokens = model.engine.encode(text, add_bos=body.add_bos_token, special_tokens=body.encode_special_tokens)
+    # Off the event loop: a text up to the body limit takes a while to tokenize.
+    tokens = await asyncio.to_thread(model.engine.encode, text, add_bos=body.add_bos_token,
+                                     special_tokens=body.encode_special_tokens)
     return {"tokens": tokens, "length": len(tokens)}
 
 
@@ -138,4 +141,5 @@ async def encode(request: Request, permission: ApiPermission) -> dict[str, Any]:
 async def decode(request: Request, permission: ApiPermission) -> dict[str, str]:
     body: DecodeRequest = await read_json(request, DecodeRequest)
     model = await serving(request.app, None, permission)
-    return {"text": model.engine.decode(body.tokens, special_tokens=body.decode_special_tokens)}
+    return {"text": await asyncio.to_thread(model.engine.decode, body.tokens,
+                                            special_tokens=body.decode_special_tokens)}
