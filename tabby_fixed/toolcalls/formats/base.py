@@ -313,3 +313,16 @@ def parameter_tag(text: str, final: bool, call_close: str, json_value_tag: str |
     if key is None:
         return None
     return ParamOpened(key or None, end, prefix.replace("<", "</") + ">")
+
+
+class InvokeCalls(CallFormat):
+    """Calls inside a wrapper tag, each opened by an invoke tag with a name attribute
+    (``<invoke name="NAME">``): MiniMax-M2, DeepSeek's DSML, Muse Glimmer."""
+
+    invoke_tag: str  # the invoke tag's opening text, up to its attributes
+
+    def open_call(self, text: str, final: bool, schemas: ToolSchemas) -> Answer:
+        return wrapped_header_call(text, final, self.wrapper_open, self.invoke_tag)
+
+    def open_next_call(self, text: str, final: bool) -> Answer:
+        return header_call(text, 0, self.invoke_tag, final, wrapped=True)

@@ -22,8 +22,7 @@ from __future__ import annotations
 import re
 
 from ..scanner import attribute_name, read_header
-from ..schema import ToolSchemas
-from .base import Answer, CallFormat, CallSyntax, ParamOpened, SectionOfJsonCalls, header_call, wrapped_header_call
+from .base import Answer, CallSyntax, InvokeCalls, ParamOpened, SectionOfJsonCalls
 
 _STRING_ATTRIBUTE = re.compile(r"""\sstring\s*=\s*["']?true\b""")
 _STRING_KIND = frozenset(["string"])
@@ -55,20 +54,15 @@ def _dsml_syntax(wrapper_open: str, wrapper_close: str) -> CallSyntax:
         after_param=("\n",))
 
 
-class DeepSeekV4(CallFormat):
+class DeepSeekV4(InvokeCalls):
     names = ("deepseek_v4", "dsv4")
     wrapper_open = "<｜DSML｜tool_calls>"
     wrapper_close = "</｜DSML｜tool_calls>"
     call_close = "</｜DSML｜invoke>"
+    invoke_tag = _INVOKE
     start_markers = ("<｜DSML｜tool_calls>",)
     param_prefixes = (_PARAMETER,)
     syntax = _dsml_syntax(wrapper_open, wrapper_close)
-
-    def open_call(self, text: str, final: bool, schemas: ToolSchemas) -> Answer:
-        return wrapped_header_call(text, final, self.wrapper_open, _INVOKE)
-
-    def open_next_call(self, text: str, final: bool) -> Answer:
-        return header_call(text, 0, _INVOKE, final, wrapped=True)
 
     def open_param(self, text: str, final: bool) -> Answer:
         header = read_header(text, 0, _PARAMETER, final)

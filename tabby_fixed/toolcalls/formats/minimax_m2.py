@@ -14,17 +14,17 @@ Several ``<invoke>`` blocks may share one wrapper. Values are raw text with no f
 
 from __future__ import annotations
 
-from ..schema import ToolSchemas
-from .base import Answer, CallFormat, CallSyntax, header_call, parameter_tag, wrapped_header_call
+from .base import Answer, CallSyntax, InvokeCalls, parameter_tag
 
 _INVOKE = "<invoke"
 
 
-class MiniMaxM2(CallFormat):
+class MiniMaxM2(InvokeCalls):
     names = ("minimax_m2", "minimax_m2_1", "minimax_m2_5")
     wrapper_open = "<minimax:tool_call>"
     wrapper_close = "</minimax:tool_call>"
     call_close = "</invoke>"
+    invoke_tag = _INVOKE
     start_markers = ("<minimax:tool_call>",)
     param_prefixes = ("<parameter",)
     syntax = CallSyntax(
@@ -34,14 +34,8 @@ class MiniMaxM2(CallFormat):
         param_open=("<parameter name={key}>",), value_close="</parameter>", after_param=("\n",),
         json_param_open=("<parameter>",))
 
-    def open_call(self, text: str, final: bool, schemas: ToolSchemas) -> Answer:
-        return wrapped_header_call(text, final, self.wrapper_open, _INVOKE)
-
-    def open_next_call(self, text: str, final: bool) -> Answer:
-        return header_call(text, 0, _INVOKE, final, wrapped=True)
-
     def open_param(self, text: str, final: bool) -> Answer:
         return parameter_tag(text, final, self.call_close)
 
     def detect(self, chat_template: str) -> bool:
-        return "<minimax:tool_call>" in chat_template
+        return self.wrapper_open in chat_template

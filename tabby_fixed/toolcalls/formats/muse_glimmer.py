@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import re
 
-from ..schema import ToolSchemas
-from .base import Answer, CallFormat, MessageChannels, Route, header_call, parameter_tag, wrapped_header_call
+from .base import Answer, InvokeCalls, MessageChannels, Route, parameter_tag
 
 _INVOKE = "<atem:invoke"
 _RECIPIENT = re.compile(r"(?:^|\s)to=([^\s<]+)")
@@ -36,20 +35,15 @@ class GlimmerChannels(MessageChannels):
         return "reasoning" if name == "self" else "content" if name == "user" else "tool"
 
 
-class MuseGlimmer(CallFormat):
+class MuseGlimmer(InvokeCalls):
     names = ("muse_glimmer", "glimmer")
     wrapper_open = "<atem:function_calls>"
     wrapper_close = "</atem:function_calls>"
     call_close = "</atem:invoke>"
+    invoke_tag = _INVOKE
     start_markers = ("<atem:function_calls>",)
     param_prefixes = ("<atem:parameter",)
     channels = GlimmerChannels()
-
-    def open_call(self, text: str, final: bool, schemas: ToolSchemas) -> Answer:
-        return wrapped_header_call(text, final, self.wrapper_open, _INVOKE)
-
-    def open_next_call(self, text: str, final: bool) -> Answer:
-        return header_call(text, 0, _INVOKE, final, wrapped=True)
 
     def open_param(self, text: str, final: bool) -> Answer:
         return parameter_tag(text, final, self.call_close, prefix="<atem:parameter")
