@@ -94,7 +94,8 @@ class ScriptError(ValueError):
 
 class ScriptedFailure(RuntimeError):
     """The failure a response's ``error`` asks for, raised mid-generation like an engine fault;
-    also a job cut short by an unload, and output that breaks the request's constraint."""
+    also a job cut short by an unload, and a constraint check that ran past ``constraint_check_seconds``
+    (output that breaks the constraint is ``ScriptBreaksConstraint``)."""
 
 
 _ROLES = ("user", "assistant", "tool", "system", "any")
