@@ -85,4 +85,4 @@ bench: $(VENV)/.installed
 	$(BIN)/python -m bench.metrics_overhead
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) $(UPSTREAM_VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache *.egg-info
