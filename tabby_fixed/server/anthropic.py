@@ -117,7 +117,7 @@ class _Message:
             "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 0, "output_tokens": 0}}
         self._stop_sequences = stop_sequences
         self._open: dict[str, Any] | None = None  # the open block, also the last of body["content"]
-        self._arguments: list[str] = []  # the open tool_use block's JSON so far
+        self._pieces: list[str] = []  # the open block's text, thinking or JSON so far, joined when it closes
         self._text = BlockText()
 
     @property
@@ -137,20 +137,20 @@ class _Message:
     def on(self, item: OutputEvent) -> bytes:
         if isinstance(item, ReasoningDelta):
             out = self._start({"type": "thinking", "thinking": "", "signature": ""})
-            self.body["content"][-1]["thinking"] += item.text
+            self._pieces.append(item.text)
             return out + self._delta({"type": "thinking_delta", "thinking": item.text})
         if isinstance(item, ContentDelta):
             text = self._text.text(item.text, self._kind == "text")
             if text is None:
                 return b""
             out = self._start({"type": "text", "text": ""})
-            self.body["content"][-1]["text"] += text
+            self._pieces.append(text)
             return out + self._delta({"type": "text_delta", "text": text})
         if isinstance(item, ToolCallBegin):
             self._text.drop()
             return self._start({"type": "tool_use", "id": item.call_id or _tool_id(), "name": item.name, "input": {}})
         if isinstance(item, ToolCallArgs):
-            self._arguments.append(item.fragment)
+            self._pieces.append(item.fragment)
             return self._delta({"type": "input_json_delta", "partial_json": item.fragment})
         if isinstance(item, ToolCallEnd):
             return self._close()
@@ -190,12 +190,15 @@ class _Message:
         if block is None:
             return b""
         out = b""
+        whole, self._pieces = "".join(self._pieces), []  # joined once: += per delta would copy it each time
         if block["type"] == "thinking":
-            block["signature"] = signature(block["thinking"])
+            block["thinking"] = whole
+            block["signature"] = signature(whole)
             out = self._delta({"type": "signature_delta", "signature": block["signature"]})
+        elif block["type"] == "text":
+            block["text"] = whole
         elif block["type"] == "tool_use":
-            block["input"] = _input("".join(self._arguments))
-            self._arguments = []
+            block["input"] = _input(whole)
         self._open = None
         return out + event("content_block_stop", {"type": "content_block_stop", "index": self._index})
 

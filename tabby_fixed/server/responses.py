@@ -72,7 +72,6 @@ class _Response:
     """The response object of one request, from ``in_progress`` to its end."""
 
     def __init__(self, body: ResponsesRequest, model: str) -> None:
-        self.body = body
         self.object: dict[str, Any] = {
             "id": _id("resp"), "object": "response", "created_at": int(time.time()), "status": "in_progress",
             "model": model, "output": [], "error": None, "incomplete_details": None,

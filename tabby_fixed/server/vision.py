@@ -51,11 +51,12 @@ async def attach_images(chat: ChatCompletionRequest, model: LoadedModel,
     messages = [message.model_copy(update={"content": list(message.content)}) if isinstance(message.content, list)
                 else message for message in chat.messages]
     images = []
+    budget = config.network.max_request_bytes  # for all of a request's images together, not each
     for index, (m, p, part) in enumerate(found):
         where = f"messages.{m}.content.{p}.image_url"
         data, kind = await read_image(_url(part, where), where=where,
-                                      allow_fetch=not config.network.disable_fetch_requests,
-                                      max_bytes=config.network.max_request_bytes)
+                                      allow_fetch=not config.network.disable_fetch_requests, max_bytes=budget)
+        budget -= len(data)
         marker = f"<$IMG_{nonce}_{index}$>"
         images.append(ImageInput(marker, data, kind))
         # A message with an image part has list content, which the type checker cannot see here.
