@@ -18,7 +18,7 @@ unknown fields are kept and ignored, never a 400. What is translated:
 - ``tool_choice`` ``auto``/``any``/``tool``/``none`` become ``auto``/``required``/the named
   tool/``none``; ``disable_parallel_tool_use`` becomes ``parallel_tool_calls: false``;
 - ``thinking`` ``enabled``/``adaptive`` sets the template variable ``enable_thinking`` (``disabled``
-  clears it); ``budget_tokens`` has no effect here (logged);
+  clears it); ``budget_tokens`` is the reasoning budget (``reasoning_budget_tokens``);
 - ``max_tokens``, ``stop_sequences``, ``temperature``, ``top_p``, ``top_k`` are the sampler's.
 """
 
@@ -179,6 +179,6 @@ def to_chat_request(body: MessagesRequest) -> ChatCompletionRequest:
             chat["parallel_tool_calls"] = not body.tool_choice.disable_parallel_tool_use
     if body.thinking is not None:
         chat["enable_thinking"] = body.thinking.type != "disabled"
-        if body.thinking.budget_tokens is not None:
-            logger.debug("messages: thinking.budget_tokens has no effect here")
+        if body.thinking.type != "disabled" and body.thinking.budget_tokens is not None:
+            chat["reasoning_budget_tokens"] = body.thinking.budget_tokens  # the reasoning budget, as in chat
     return validated({k: v for k, v in chat.items() if v is not None}, ChatCompletionRequest)
